@@ -1,0 +1,24 @@
+# The test command: installs what the tests need into .cache, then runs every test with
+# the race detector. .ci/run runs exactly `make test`.
+SHELL := /bin/bash
+CACHE := $(CURDIR)/.cache
+PEER_PATH := $(CACHE)/node22/node_modules/.bin:$(CACHE)/npm/node_modules/.bin
+
+.PHONY: test deps vet build fuzz bench
+
+test: deps vet
+	PATH="$(PEER_PATH):$$PATH" TOOLGATE_NPM_DIR="$(CACHE)/npm" TOOLGATE_REQUIRE_PEERS=1 \
+		go test -race -count=1 -timeout 25m ./...
+
+deps:
+	bash scripts/deps.sh
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo "gofmt needed"; exit 1; }
+	go vet ./...
+
+build:
+	CGO_ENABLED=0 go build -o toolgate ./cmd/toolgate
+
+bench:
+	go test -run '^$$' -bench . -benchmem ./...

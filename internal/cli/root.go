@@ -1,0 +1,120 @@
+// Package cli holds toolgate's command-line surface. Each command is a thin adapter that
+// parses flags and calls into the packages that own the behaviour; commands register
+// themselves from their own files with register, so adding one touches no shared list.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/spf13/cobra"
+)
+
+// Stdio is the process's standard streams, passed in so every command runs in tests.
+type Stdio struct {
+	In  io.Reader
+	Out io.Writer
+	Err io.Writer
+}
+
+// Env is what every command receives: the streams and the resolved global flags.
+type Env struct {
+	Stdio
+	// dataDir is the --data-dir flag value; use DataDir to resolve it.
+	dataDir string
+}
+
+// DataDir resolves --data-dir, then $TOOLGATE_HOME, then the user's data directory plus
+// "/toolgate". It does not create the directory.
+func (e *Env) DataDir() (string, error) {
+	if e.dataDir != "" {
+		return filepath.Abs(e.dataDir)
+	}
+	if h := os.Getenv("TOOLGATE_HOME"); h != "" {
+		return filepath.Abs(h)
+	}
+	base := os.Getenv("XDG_DATA_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("finding the data directory: %w (set --data-dir or TOOLGATE_HOME)", err)
+		}
+		base = filepath.Join(home, ".local", "share")
+	}
+	return filepath.Join(base, "toolgate"), nil
+}
+
+type commandFactory struct {
+	order int
+	make  func(*Env) *cobra.Command
+}
+
+var factories []commandFactory
+
+// register adds a top-level command. order only sorts the help listing.
+func register(order int, make func(*Env) *cobra.Command) {
+	factories = append(factories, commandFactory{order, make})
+}
+
+// ExitError carries a specific exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// NewRoot builds the command tree for one invocation.
+func NewRoot(env *Env) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "toolgate",
+		Short: "An MCP gateway that hosts tools, decides every call, and records each decision",
+		Long: `toolgate stands between AI agent harnesses and the tools they use. It hosts tool
+servers, adds sandboxed file, bash and git tools, authorizes every call against grants,
+writes an audit event per decision, and re-publishes the permitted catalogue over MCP.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetIn(env.In)
+	root.SetOut(env.Out)
+	root.SetErr(env.Err)
+	root.PersistentFlags().StringVar(&env.dataDir, "data-dir", "",
+		"data directory (default $TOOLGATE_HOME, else the user's data directory plus /toolgate)")
+	fs := append([]commandFactory(nil), factories...)
+	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
+	for _, f := range fs {
+		root.AddCommand(f.make(env))
+	}
+	return root
+}
+
+// Run executes one command line and returns the process exit code. Errors go to stderr.
+func Run(ctx context.Context, args []string, stdio Stdio) int {
+	env := &Env{Stdio: stdio}
+	root := NewRoot(env)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(stdio.Err, "toolgate: %v\n", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(stdio.Err, "toolgate: %v\n", err)
+	return 1
+}

@@ -1,0 +1,56 @@
+package kernel
+
+import "fmt"
+
+// Status separates a permission decision from an outage in a refusal result.
+type Status string
+
+const (
+	StatusDenied Status = "denied"
+	StatusFailed Status = "failed"
+)
+
+// Code is a stable reason code. Every code is listed in docs/reason-codes.md and
+// produced by at least one test.
+type Code string
+
+const (
+	CodeNoMatchingGrant      Code = "no_matching_grant"      // denied: no grant covers tool × action × resource
+	CodeExplicitDeny         Code = "explicit_deny"          // denied: a deny grant matched
+	CodeToolUnavailable      Code = "tool_unavailable"       // denied: not published to this caller (unknown, disabled, ungranted)
+	CodeNamespaceDisabled    Code = "namespace_disabled"     // denied: used only in audit; callers see tool_unavailable
+	CodeEscalationPending    Code = "escalation_pending"     // denied: the turn ended by escalating
+	CodeInvalidArguments     Code = "invalid_arguments"      // failed: arguments do not match inputSchema
+	CodePathOutsideWorkspace Code = "path_outside_workspace" // denied: a path resolves outside the workspace
+	CodeProtectedPath        Code = "protected_path"         // denied: write to a protected path without a grant naming it
+	CodeSandboxUnavailable   Code = "sandbox_unavailable"    // failed: confinement promised for bash cannot be provided
+	CodeTimeout              Code = "timeout"                // failed: the tool ran past its deadline
+	CodeToolFailed           Code = "tool_failed"            // failed: the tool itself failed
+	CodeAuditUnavailable     Code = "audit_unavailable"      // failed: the audit event could not be written; nothing ran
+	CodeTurnClosed           Code = "turn_closed"            // denied: the turn is over
+	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
+)
+
+// Error is a refusal or failure with a reason code. It becomes a tool result with
+// isError, never a JSON-RPC error.
+type Error struct {
+	Status    Status
+	Code      Code
+	Message   string
+	Retryable *bool
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("%s: %s: %s", e.Status, e.Code, e.Message) }
+
+// Denied builds a denied *Error.
+func Denied(code Code, format string, args ...any) *Error {
+	return &Error{Status: StatusDenied, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Failed builds a failed *Error.
+func Failed(code Code, format string, args ...any) *Error {
+	return &Error{Status: StatusFailed, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// WithRetryable sets the retryable flag carried in the result body.
+func (e *Error) WithRetryable(r bool) *Error { e.Retryable = &r; return e }

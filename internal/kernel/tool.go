@@ -1,0 +1,105 @@
+// Package kernel is the one place toolgate decides anything. Every surface (MCP over
+// stdio or HTTP, the /v1 HTTP API, the CLI) turns a request into a ToolCall and hands it
+// here; the kernel validates the arguments, re-derives the exact action and resource,
+// authorizes them against the caller's grants, runs the tool, and writes one audit
+// event per decision. Surfaces never authorize on their own.
+package kernel
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+)
+
+// Action is what a call does to its resource.
+type Action string
+
+const (
+	ActionRead    Action = "read"
+	ActionWrite   Action = "write"
+	ActionExecute Action = "execute"
+)
+
+// Access is the exact action and resource one call touches, derived from its parsed
+// arguments. Resource is a scheme-prefixed, normalised string: "path:src/main.go"
+// (workspace-relative, slash-separated, no "..", "." for the root), "repo:.",
+// "url:example.com", or "" for tools that touch nothing nameable.
+type Access struct {
+	Action   Action
+	Resource string
+	// Protected marks resources (such as .git/hooks, .git/config, .gitattributes and
+	// toolgate's own files) that a broad grant does not cover: only a grant whose
+	// resource scope names the protected path itself (or a path inside it) allows them.
+	Protected bool
+}
+
+// Annotations are the kernel's own hints; they are published as MCP's readOnlyHint,
+// destructiveHint and idempotentHint.
+type Annotations struct {
+	ReadOnly    bool
+	Destructive bool
+	Idempotent  bool
+	// OpenWorld is published as openWorldHint when set.
+	OpenWorld *bool
+}
+
+// Tool is one registered tool. ID is canonical "namespace.name".
+type Tool struct {
+	ID          string
+	Title       string
+	Description string
+	// InputSchema is a JSON Schema (2020-12 unless it says otherwise) whose root is an
+	// object schema. It is compiled once at registration.
+	InputSchema json.RawMessage
+	// OutputSchema, when set, makes object outputs travel as structuredContent.
+	OutputSchema json.RawMessage
+	Annotations  Annotations
+	// Source says where the tool comes from ("toolgate", "workspace", an upstream
+	// server's name); published as _meta["toolgate/source"].
+	Source string
+	// Access derives the action and resource from the validated arguments. Nil means
+	// Default action with no resource. An error refuses the call (invalid_arguments or
+	// the *Error's own code).
+	Access func(args map[string]any) (Access, error)
+	// DefaultAction is used when Access is nil: read for read-only tools, else execute.
+	// Run executes the call. Return an *Error for refusals and failures with a reason
+	// code; any other error is reported as failed/tool_failed.
+	Run func(ctx context.Context, call *Call) (*Output, error)
+}
+
+// Namespace returns the part of the ID before the first dot.
+func (t *Tool) Namespace() string {
+	for i := 0; i < len(t.ID); i++ {
+		if t.ID[i] == '.' {
+			return t.ID[:i]
+		}
+	}
+	return t.ID
+}
+
+// Call is one authorized tool invocation as a tool's Run sees it.
+type Call struct {
+	// ID is the fresh call id the kernel assigned.
+	ID        string
+	Principal string
+	Tool      *Tool
+	// Args is the parsed, schema-validated arguments object (never nil).
+	Args   map[string]any
+	Access Access
+	// Peer reaches the harness's client (elicitation). Never nil.
+	Peer mcpserver.Peer
+}
+
+// Output is what a tool returns. Content blocks are MCP content objects; Text is a
+// convenience: when Content is empty, Text becomes one text block.
+type Output struct {
+	Content []json.RawMessage
+	Text    string
+	// Structured, when the tool declares an OutputSchema and it is a JSON object, is
+	// published as structuredContent.
+	Structured any
+	// IsError marks a tool-level failure that the tool reported itself (for example a
+	// bash command exiting non-zero is not an error; a git command that failed is).
+	IsError bool
+}
