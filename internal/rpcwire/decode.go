@@ -1,0 +1,368 @@
+// Package rpcwire reads and writes JSON-RPC 2.0 for toolgate's MCP surfaces.
+//
+// Decoding is strict on purpose. A policy layer and an executor must never read
+// the same bytes two different ways (the name/Name smuggling behind the Go SDK's
+// CVE-2026-27896), so a message is rejected as invalid when any object in it, at
+// any depth and including tool arguments, has a duplicate member or two members
+// whose names are equal under Unicode simple case folding ("name", "Name",
+// "naſme"). A message is decided on the parsed value, and what is passed on
+// (params) is re-encoded from that value, never forwarded as the received bytes.
+//
+// Limits (documented in docs/http-contract.md): a message is at most
+// MaxMessageBytes (4 MiB) and nests at most MaxDepth (64) arrays and objects;
+// input over either is a -32700 error, decided before any large allocation.
+//
+// The wire types and ID handling are the Go SDK's jsonrpc package; this package
+// adds what the SDK leaves out: batches, strict decoding, and the error mapping of
+// the seed's table (-32700, -32600).
+package rpcwire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+const (
+	// MaxMessageBytes is the default largest message (an HTTP body or a stdio
+	// line) accepted.
+	MaxMessageBytes = 4 << 20
+	// MaxDepth is the deepest nesting of arrays and objects accepted. A batch's
+	// array counts as one level.
+	MaxDepth = 64
+)
+
+// Limits bounds what Decode accepts. The zero value means the defaults above.
+type Limits struct {
+	MaxBytes int
+	MaxDepth int
+}
+
+func (l Limits) maxBytes() int {
+	if l.MaxBytes > 0 {
+		return l.MaxBytes
+	}
+	return MaxMessageBytes
+}
+
+func (l Limits) maxDepth() int {
+	if l.MaxDepth > 0 {
+		return l.MaxDepth
+	}
+	return MaxDepth
+}
+
+// Body is one decoded HTTP body or stdio line: a single message or a batch.
+type Body struct {
+	// Batch is true when the input was a JSON array; answers then go back as an
+	// array too.
+	Batch bool
+	// Items holds one entry per message, in input order.
+	Items []Item
+}
+
+// Item is one element of a Body: a valid message, or the error that answers it.
+type Item struct {
+	// Msg is the decoded message; nil when Err is set.
+	Msg *Message
+	// Err is the JSON-RPC error answering an invalid message (-32600 when it had a
+	// usable id, else -32700).
+	Err *jsonrpc.Error
+	// ID is the usable id of an invalid message, or the zero ID (encoded null).
+	ID jsonrpc.ID
+}
+
+// Decode decodes with the default Limits.
+func Decode(data []byte) (*Body, *jsonrpc.Error) { return Limits{}.Decode(data) }
+
+// Decode parses one body. A non-nil error concerns the whole body and is the
+// answer to send (with a null id): -32700 when it is not JSON, over a limit or
+// not UTF-8; -32600 for an empty batch. Otherwise every element is decided on
+// its own in Body.Items.
+func (l Limits) Decode(data []byte) (*Body, *jsonrpc.Error) {
+	if len(data) > l.maxBytes() {
+		return nil, ParseError(fmt.Sprintf("message is larger than %d bytes", l.maxBytes()))
+	}
+	if !utf8.Valid(data) {
+		return nil, ParseError("message is not valid UTF-8")
+	}
+	trimmed := bytes.TrimLeft(data, " \t\r\n")
+	if len(trimmed) == 0 {
+		return nil, ParseError("empty message")
+	}
+	p := &parser{dec: json.NewDecoder(bytes.NewReader(trimmed)), maxDepth: l.maxDepth()}
+	p.dec.UseNumber()
+	body := &Body{}
+	if trimmed[0] == '[' {
+		body.Batch = true
+		if _, err := p.dec.Token(); err != nil {
+			return nil, ParseError("body is not JSON")
+		}
+		for p.dec.More() {
+			st := &objState{}
+			v, err := p.value(2, st)
+			if err != nil {
+				return nil, p.parseErr(err)
+			}
+			body.Items = append(body.Items, decideItem(v, st))
+		}
+		if _, err := p.dec.Token(); err != nil {
+			return nil, ParseError("body is not JSON")
+		}
+		if len(body.Items) == 0 {
+			if err := p.end(); err != nil {
+				return nil, p.parseErr(err)
+			}
+			return nil, InvalidRequest("empty batch")
+		}
+	} else {
+		st := &objState{}
+		v, err := p.value(1, st)
+		if err != nil {
+			return nil, p.parseErr(err)
+		}
+		body.Items = []Item{decideItem(v, st)}
+	}
+	if err := p.end(); err != nil {
+		return nil, p.parseErr(err)
+	}
+	return body, nil
+}
+
+// ParseError builds a -32700 error.
+func ParseError(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeParseError, Message: "parse error: " + msg}
+}
+
+// InvalidRequest builds a -32600 error.
+func InvalidRequest(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "invalid request: " + msg}
+}
+
+// InvalidParams builds a -32602 error.
+func InvalidParams(msg string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "invalid params: " + msg}
+}
+
+// MethodNotFound builds a -32601 error.
+func MethodNotFound(method string) *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeMethodNotFound, Message: fmt.Sprintf("method not found: %q", method)}
+}
+
+// InternalError builds a -32603 error. It never carries the cause: details stay
+// in the server's log.
+func InternalError() *jsonrpc.Error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
+}
+
+var (
+	errTooDeep  = errors.New("too deep")
+	errTrailing = errors.New("trailing data")
+)
+
+type parser struct {
+	dec      *json.Decoder
+	maxDepth int
+}
+
+func (p *parser) parseErr(err error) *jsonrpc.Error {
+	switch {
+	case errors.Is(err, errTooDeep):
+		return ParseError(fmt.Sprintf("nesting deeper than %d levels", p.maxDepth))
+	case errors.Is(err, errTrailing):
+		return ParseError("data after the JSON value")
+	}
+	return ParseError("body is not JSON")
+}
+
+// end checks that nothing but white space follows the value.
+func (p *parser) end() error {
+	if _, err := p.dec.Token(); err != io.EOF {
+		return errTrailing
+	}
+	return nil
+}
+
+// objState records strictness violations found while parsing one message. The
+// parse goes on past them so the message's id can still be read for the answer.
+type objState struct {
+	violation string
+	// idAmbiguous is set when the top-level "id" itself was duplicated or
+	// case-varied, so no id is usable.
+	idAmbiguous bool
+}
+
+func (st *objState) violate(msg string) {
+	if st.violation == "" {
+		st.violation = msg
+	}
+}
+
+// value reads one JSON value at the given depth (1 for the top level).
+func (p *parser) value(depth int, st *objState) (any, error) {
+	tok, err := p.dec.Token()
+	if err != nil {
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		if depth > p.maxDepth {
+			return nil, errTooDeep
+		}
+		switch t {
+		case '{':
+			obj := make(map[string]any)
+			seen := make(map[string]string)
+			for p.dec.More() {
+				kt, err := p.dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, ok := kt.(string)
+				if !ok {
+					return nil, errors.New("object key is not a string")
+				}
+				v, err := p.value(depth+1, st)
+				if err != nil {
+					return nil, err
+				}
+				fk := foldKey(key)
+				if prev, dup := seen[fk]; dup {
+					if prev == key {
+						st.violate(fmt.Sprintf("duplicate member %q", key))
+					} else {
+						st.violate(fmt.Sprintf("members %q and %q differ only in case", prev, key))
+					}
+					if depth == 1 && fk == "ID" {
+						st.idAmbiguous = true
+					}
+					continue // the first occurrence stays; the message is rejected anyway
+				}
+				seen[fk] = key
+				obj[key] = v
+			}
+			if _, err := p.dec.Token(); err != nil { // '}'
+				return nil, err
+			}
+			return obj, nil
+		case '[':
+			arr := []any{}
+			for p.dec.More() {
+				v, err := p.value(depth+1, st)
+				if err != nil {
+					return nil, err
+				}
+				arr = append(arr, v)
+			}
+			if _, err := p.dec.Token(); err != nil { // ']'
+				return nil, err
+			}
+			return arr, nil
+		}
+		return nil, errors.New("unexpected delimiter")
+	default:
+		return tok, nil
+	}
+}
+
+// foldKey maps a member name to a key equal for all names that match under
+// Unicode simple case folding: every rune becomes the smallest rune of its
+// folding orbit (so 's', 'S' and 'ſ' all become 'S', 'k', 'K' and 'K' become 'K').
+func foldKey(s string) string {
+	ascii := true
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			ascii = false
+			break
+		}
+	}
+	if ascii {
+		return strings.ToUpper(s)
+	}
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		m := r
+		for f := unicode.SimpleFold(r); f != r; f = unicode.SimpleFold(f) {
+			if f < m {
+				m = f
+			}
+		}
+		b.WriteRune(m)
+	}
+	return b.String()
+}
+
+// usableID reads an id member: a string or an integer that fits int64.
+func usableID(v any) (jsonrpc.ID, bool) {
+	switch t := v.(type) {
+	case string:
+		return StringID(t), true
+	case json.Number:
+		s := string(t)
+		if strings.ContainsAny(s, ".eE") {
+			return jsonrpc.ID{}, false
+		}
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || n > maxExactInt || n < -maxExactInt {
+			return jsonrpc.ID{}, false
+		}
+		return IntID(n), true
+	}
+	return jsonrpc.ID{}, false
+}
+
+// maxExactInt is 2^53: the SDK's jsonrpc.MakeID takes integers as float64, so
+// ids beyond it could not round-trip exactly and are treated as unusable.
+const maxExactInt = 1 << 53
+
+// StringID returns a string id.
+func StringID(s string) jsonrpc.ID {
+	id, _ := jsonrpc.MakeID(s)
+	return id
+}
+
+// IntID returns an integer id; n must be within ±2^53.
+func IntID(n int64) jsonrpc.ID {
+	id, _ := jsonrpc.MakeID(float64(n))
+	return id
+}
+
+// decideItem applies the seed's error table to one parsed element: a message
+// that is not a valid JSON-RPC message is -32600 when its id is usable, else
+// -32700 (with a null id).
+func decideItem(v any, st *objState) Item {
+	obj, isObj := v.(map[string]any)
+	var id jsonrpc.ID
+	hasID := false
+	if isObj && !st.idAmbiguous {
+		if raw, ok := obj["id"]; ok {
+			id, hasID = usableID(raw)
+		}
+	}
+	fail := func(msg string) Item {
+		if hasID {
+			return Item{Err: InvalidRequest(msg), ID: id}
+		}
+		return Item{Err: ParseError("not a JSON-RPC message: " + msg)}
+	}
+	if !isObj {
+		return fail("a message must be a JSON object")
+	}
+	if st.violation != "" {
+		return fail(st.violation)
+	}
+	msg, reason := envelope(obj)
+	if reason != "" {
+		return fail(reason)
+	}
+	return Item{Msg: msg}
+}

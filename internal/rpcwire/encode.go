@@ -1,0 +1,119 @@
+package rpcwire
+
+import (
+	"encoding/json"
+	"fmt"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+func bytesValidUTF8(b []byte) bool { return utf8.Valid(b) }
+
+// EncodeID returns the wire form of id: a JSON string, integer, or null for the
+// zero ID.
+func EncodeID(id jsonrpc.ID) json.RawMessage {
+	switch v := id.Raw().(type) {
+	case string:
+		b, _ := json.Marshal(v)
+		return b
+	case int64:
+		return json.RawMessage(fmt.Sprintf("%d", v))
+	}
+	return json.RawMessage("null")
+}
+
+type wireResult struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Result  json.RawMessage `json:"result"`
+}
+
+type wireError struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id"`
+	Error   *jsonrpc.Error  `json:"error"`
+}
+
+type wireRequest struct {
+	JSONRPC string          `json:"jsonrpc"`
+	ID      json.RawMessage `json:"id,omitempty"`
+	Method  string          `json:"method"`
+	Params  json.RawMessage `json:"params,omitempty"`
+}
+
+// Result encodes a success answer. result may be a json.RawMessage or any value
+// encoding/json can marshal.
+func Result(id jsonrpc.ID, result any) ([]byte, error) {
+	var raw json.RawMessage
+	switch r := result.(type) {
+	case json.RawMessage:
+		raw = r
+	default:
+		b, err := json.Marshal(r)
+		if err != nil {
+			return nil, fmt.Errorf("encoding result: %w", err)
+		}
+		raw = b
+	}
+	if !json.Valid(raw) {
+		return nil, fmt.Errorf("encoding result: not valid JSON")
+	}
+	b, err := json.Marshal(wireResult{JSONRPC: "2.0", ID: EncodeID(id), Result: raw})
+	if err != nil {
+		return nil, fmt.Errorf("encoding result: %w", err)
+	}
+	return b, nil
+}
+
+// Error encodes an error answer. It cannot fail.
+func Error(id jsonrpc.ID, e *jsonrpc.Error) []byte {
+	if e.Data != nil && !json.Valid(e.Data) {
+		e = &jsonrpc.Error{Code: e.Code, Message: e.Message}
+	}
+	b, err := json.Marshal(wireError{JSONRPC: "2.0", ID: EncodeID(id), Error: e})
+	if err != nil {
+		// Only a broken Data could fail, and it was dropped above.
+		panic(fmt.Sprintf("rpcwire: encoding an error answer: %v", err))
+	}
+	return b
+}
+
+// Request encodes a request (or, with the zero ID, a notification) this side
+// sends to its peer.
+func Request(id jsonrpc.ID, method string, params any) ([]byte, error) {
+	var raw json.RawMessage
+	if params != nil {
+		switch p := params.(type) {
+		case json.RawMessage:
+			raw = p
+		default:
+			b, err := json.Marshal(p)
+			if err != nil {
+				return nil, fmt.Errorf("encoding %s params: %w", method, err)
+			}
+			raw = b
+		}
+	}
+	w := wireRequest{JSONRPC: "2.0", Method: method, Params: raw}
+	if id.IsValid() {
+		w.ID = EncodeID(id)
+	}
+	b, err := json.Marshal(w)
+	if err != nil {
+		return nil, fmt.Errorf("encoding %s request: %w", method, err)
+	}
+	return b, nil
+}
+
+// IDKey returns a map key that distinguishes string ids from integer ids ("s:1"
+// versus "n:1").
+func IDKey(id jsonrpc.ID) string {
+	switch v := id.Raw().(type) {
+	case string:
+		return "s:" + v
+	case int64:
+		return fmt.Sprintf("n:%d", v)
+	}
+	return ""
+}
