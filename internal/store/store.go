@@ -1,0 +1,160 @@
+// Package store is toolgate's persistent state: grants, namespace switches, keys,
+// settings, the hash-chained audit log and escalations. It is one implementation over
+// database/sql, embedded SQLite (modernc.org/sqlite, pure Go) by default; its SQL uses
+// $N placeholders, TEXT ids generated here and per-dialect migration files, so a
+// PostgreSQL dialect can be added without touching callers. The storetest package holds
+// the behavioural suite every dialect must pass.
+//
+// Several processes may open one data directory at once (a daemon plus CLI commands):
+// SQLite runs in WAL mode with a busy timeout, every read-modify-write runs in an
+// IMMEDIATE transaction, and commits are fsynced (synchronous=FULL), so what a call
+// has written survives the process being killed right after it returns.
+package store
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+)
+
+// DBFile is the SQLite database's file name inside the data directory.
+const DBFile = "toolgate.db"
+
+// BusyTimeout is how long a writer waits for another process's write lock before
+// failing with "database is locked".
+const BusyTimeout = 10 * time.Second
+
+// ErrNotFound is wrapped by lookups and removals of something that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// ErrInvalid is wrapped by every refusal of a malformed value (a grant with an unknown
+// action, a NUL byte in a principal, an oversized note…).
+var ErrInvalid = errors.New("invalid")
+
+// ErrConflict is wrapped when a change conflicts with the current state, such as
+// resolving an escalation that is no longer pending.
+var ErrConflict = errors.New("conflict")
+
+// Store is the persistent state of one data directory. It is safe for concurrent use.
+type Store struct {
+	db   *sql.DB
+	path string
+}
+
+// Open opens the store in dataDir, creating the directory (0700) and database file
+// (0600) on first use and applying any pending migrations. An existing directory or
+// database that group or others can access is refused rather than used, since it holds
+// keys and the audit trail.
+func Open(ctx context.Context, dataDir string) (*Store, error) {
+	if dataDir == "" {
+		return nil, errors.New("opening store: empty data directory")
+	}
+	dir, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("opening store: %w", err)
+	}
+	if err := ensureDir(dir); err != nil {
+		return nil, err
+	}
+	path := filepath.Join(dir, DBFile)
+	if err := ensureFile(path); err != nil {
+		return nil, err
+	}
+	q := url.Values{}
+	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "synchronous(FULL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Set("_txlock", "immediate")
+	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	s := &Store{db: db, path: path}
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if err := migrate(ctx, db, sqliteMigrations); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func ensureDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("creating data directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("checking data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data directory %s is not a directory", dir)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("data directory %s is accessible by group or others (mode %04o); run `chmod 700 %s`", dir, perm, dir)
+	}
+	return nil
+}
+
+func ensureFile(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return fmt.Errorf("creating database file: %w", err)
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		return fmt.Errorf("checking database file: %w", err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("database %s is not a regular file", path)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		return fmt.Errorf("database %s is accessible by group or others (mode %04o); run `chmod 600 %s`", path, perm, path)
+	}
+	return nil
+}
+
+// Path is the database file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the database. Calls after Close fail.
+func (s *Store) Close() error { return s.db.Close() }
+
+// timeLayout matches audit.TimeLayout: fixed width, so lexical order is time order.
+const timeLayout = "2006-01-02T15:04:05.000000Z"
+
+func formatTime(t time.Time) string { return t.UTC().Format(timeLayout) }
+
+func parseTime(s string) (time.Time, error) {
+	t, err := time.Parse(timeLayout, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("stored time %q: %w", s, err)
+	}
+	return t, nil
+}
+
+func now() time.Time { return time.Now().UTC().Truncate(time.Microsecond) }
+
+// newID returns prefix plus 20 random hex characters.
+func newID(prefix string) string {
+	var b [10]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // rand.Read never fails on supported platforms
+	}
+	return prefix + hex.EncodeToString(b[:])
+}
+

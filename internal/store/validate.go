@@ -1,0 +1,109 @@
+package store
+
+import (
+	"fmt"
+	"strings"
+	"unicode/utf8"
+)
+
+// Length limits. They keep one hostile row from growing the database without bound and
+// are far above anything a real grant or escalation needs.
+const (
+	maxIdent = 256      // principals, namespace names, key names
+	maxTool  = 256      // tool patterns: namespace plus a 128-character tool name
+	maxScope = 4096     // resources
+	maxText  = 16 << 10 // notes, reasons, meta values
+)
+
+// checkIdent refuses empty, oversized, non-UTF-8 or control-character identifiers and
+// leading or trailing spaces, which would make two grants look alike in a listing.
+func checkIdent(field, v string, max int) error {
+	if v == "" {
+		return fmt.Errorf("%w: %s is empty", ErrInvalid, field)
+	}
+	if strings.TrimSpace(v) != v {
+		return fmt.Errorf("%w: %s %q has leading or trailing space", ErrInvalid, field, v)
+	}
+	return checkLine(field, v, max)
+}
+
+// checkLine allows empty values but not control characters.
+func checkLine(field, v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("%w: %s is %d bytes, at most %d", ErrInvalid, field, len(v), max)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, field)
+	}
+	for _, r := range v {
+		if r < 0x20 || r == 0x7f {
+			return fmt.Errorf("%w: %s contains control character %U", ErrInvalid, field, r)
+		}
+	}
+	return nil
+}
+
+// checkText allows free text with newlines and tabs, but no NUL or other control
+// characters (they corrupt terminals and are refused by PostgreSQL TEXT).
+func checkText(field, v string, max int) error {
+	if len(v) > max {
+		return fmt.Errorf("%w: %s is %d bytes, at most %d", ErrInvalid, field, len(v), max)
+	}
+	if !utf8.ValidString(v) {
+		return fmt.Errorf("%w: %s is not valid UTF-8", ErrInvalid, field)
+	}
+	for _, r := range v {
+		if (r < 0x20 && r != '\n' && r != '\t' && r != '\r') || r == 0x7f {
+			return fmt.Errorf("%w: %s contains control character %U", ErrInvalid, field, r)
+		}
+	}
+	return nil
+}
+
+// ValidateToolPattern checks a grant's tool pattern: "*", "ns.*", or a canonical id
+// "ns.name". The namespace is letters, digits, '_' and '-'; the name also allows '.',
+// as MCP tool names do. No other wildcard form exists, so a pattern like "files.re*" is
+// refused instead of silently matching nothing.
+func ValidateToolPattern(p string) error {
+	if p == "*" {
+		return nil
+	}
+	if len(p) > maxTool {
+		return fmt.Errorf("%w: tool pattern is %d bytes, at most %d", ErrInvalid, len(p), maxTool)
+	}
+	ns, name, ok := strings.Cut(p, ".")
+	if !ok || ns == "" || name == "" {
+		return fmt.Errorf("%w: tool pattern %q: want \"*\", \"namespace.*\" or \"namespace.tool\"", ErrInvalid, p)
+	}
+	if !isNamespace(ns) {
+		return fmt.Errorf("%w: tool pattern %q: namespace %q may hold only letters, digits, '_' and '-'", ErrInvalid, p, ns)
+	}
+	if name == "*" {
+		return nil
+	}
+	for i := 0; i < len(name); i++ {
+		if !isNameByte(name[i]) {
+			if name[i] == '*' {
+				return fmt.Errorf("%w: tool pattern %q: '*' may only stand alone or as the whole tool name (\"%s.*\")", ErrInvalid, p, ns)
+			}
+			return fmt.Errorf("%w: tool pattern %q: tool name may hold only letters, digits, '_', '-' and '.'", ErrInvalid, p)
+		}
+	}
+	return nil
+}
+
+func isNamespace(s string) bool {
+	if s == "" || len(s) > maxIdent {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isNameByte(c) || c == '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func isNameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
+}
