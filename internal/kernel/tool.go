@@ -32,6 +32,10 @@ type Access struct {
 	// toolgate's own files) that a broad grant does not cover: only a grant whose
 	// resource scope names the protected path itself (or a path inside it) allows them.
 	Protected bool
+	// ProtectedRoot, for a Protected resource, is the protected path it lies in (for
+	// example "path:.git/hooks" for "path:.git/hooks/pre-commit"): a grant must name that
+	// path or one inside it. Empty means the resource itself is the protected path.
+	ProtectedRoot string
 }
 
 // Annotations are the kernel's own hints; they are published as MCP's readOnlyHint,

@@ -1,0 +1,246 @@
+package kernel
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// AuditLog appends one event per decision. AppendAudit must return only once the event
+// is durable: the kernel runs a tool only after the event allowing it was appended.
+type AuditLog interface {
+	AppendAudit(ctx context.Context, e *audit.Event) error
+}
+
+// Escalation is one request for a human decision, raised by toolgate.escalate.
+type Escalation struct {
+	ID, TurnID, CallID, Principal, Reason, Note string
+	CreatedAt                                   time.Time
+}
+
+// EscalationLog records escalations for people to approve or deny.
+type EscalationLog interface {
+	RecordEscalation(ctx context.Context, e Escalation) error
+}
+
+// Options configures a Kernel.
+type Options struct {
+	// Audit receives every decision. Required.
+	Audit AuditLog
+	// Escalations records toolgate.escalate calls. Required.
+	Escalations EscalationLog
+	// HashArgs turns argument values into keyed hashes for the audit event (values that
+	// may be secret are never stored in clear). Nil records no arguments.
+	HashArgs func(args map[string]any) map[string]string
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Logger receives internal failures that cannot reach a caller; nil discards.
+	Logger *slog.Logger
+}
+
+// Kernel holds the tool registry, the compiled policy and the namespace switches, and
+// opens turns over them. It is safe for concurrent use. Locks guard only in-memory
+// swaps: none is held across I/O or a tool's Run.
+type Kernel struct {
+	opts Options
+	log  *slog.Logger
+
+	mu    sync.RWMutex
+	tools map[string]*entry
+	ids   []string // sorted registered ids
+
+	policy     atomic.Pointer[policy.Set]
+	namespaces atomic.Pointer[map[string]bool]
+}
+
+// EscalateID is the canonical id of the escalation tool.
+const EscalateID = "toolgate.escalate"
+
+// New returns a kernel with toolgate.escalate registered and an empty (deny-all) policy.
+func New(opts Options) (*Kernel, error) {
+	if opts.Audit == nil || opts.Escalations == nil {
+		return nil, errors.New("kernel: Options.Audit and Options.Escalations are required")
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	k := &Kernel{opts: opts, tools: map[string]*entry{}, log: opts.Logger}
+	if k.log == nil {
+		k.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	empty, _ := policy.Compile(nil)
+	k.policy.Store(empty)
+	k.namespaces.Store(&map[string]bool{})
+	if err := k.Register(escalateTool()); err != nil {
+		return nil, fmt.Errorf("kernel: registering %s: %w", EscalateID, err)
+	}
+	return k, nil
+}
+
+// Register adds tools, compiling each input schema once. Registering an id twice is an
+// error; the whole batch is rejected if any tool is invalid.
+func (k *Kernel) Register(tools ...*Tool) error {
+	entries := make([]*entry, 0, len(tools))
+	seen := map[string]bool{}
+	for _, t := range tools {
+		if t == nil {
+			return fmt.Errorf("%w: nil tool", ErrInvalidTool)
+		}
+		e, err := compileEntry(t)
+		if err != nil {
+			return err
+		}
+		if seen[t.ID] {
+			return fmt.Errorf("%w %q: registered twice", ErrInvalidTool, t.ID)
+		}
+		seen[t.ID] = true
+		entries = append(entries, e)
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for _, e := range entries {
+		if _, dup := k.tools[e.tool.ID]; dup {
+			return fmt.Errorf("%w %q: already registered", ErrInvalidTool, e.tool.ID)
+		}
+	}
+	for _, e := range entries {
+		k.tools[e.tool.ID] = e
+		k.ids = append(k.ids, e.tool.ID)
+	}
+	sort.Strings(k.ids)
+	return nil
+}
+
+// SetGrants compiles grants into the policy new turns use. Turns already open keep the
+// policy they were opened with, so a turn's catalogue and its decisions never disagree.
+func (k *Kernel) SetGrants(grants []policy.Grant) error {
+	s, err := policy.Compile(grants)
+	if err != nil {
+		return fmt.Errorf("kernel: %w", err)
+	}
+	k.policy.Store(s)
+	return nil
+}
+
+// SetNamespaces replaces the namespace switches; a namespace absent from m is enabled.
+func (k *Kernel) SetNamespaces(m map[string]bool) {
+	c := make(map[string]bool, len(m))
+	for ns, on := range m {
+		c[ns] = on
+	}
+	k.namespaces.Store(&c)
+}
+
+// TurnOptions opens one turn.
+type TurnOptions struct {
+	Principal string
+	// Transport is recorded in audit events ("stdio", "http", "api").
+	Transport string
+	// Namer maps a canonical id to the name published on this surface; nil publishes
+	// canonical ids. It must be one-to-one over the catalogue.
+	Namer func(canonicalID string) string
+	// Alias reproduces a harness's display name, recorded in audit events only.
+	Alias func(publishedName string) string
+}
+
+// OpenTurn resolves the principal's effective catalogue once — registered, namespace
+// enabled, and usable under some grant — and returns the turn serving it.
+func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
+	if o.Principal == "" {
+		return nil, errors.New("kernel: opening a turn: principal is empty")
+	}
+	pol := k.policy.Load()
+	ns := *k.namespaces.Load()
+	k.mu.RLock()
+	var published []*entry
+	for _, id := range k.ids {
+		e := k.tools[id]
+		if on, ok := ns[e.ns]; ok && !on {
+			continue
+		}
+		if !pol.MayUse(o.Principal, id) {
+			continue
+		}
+		published = append(published, e)
+	}
+	k.mu.RUnlock()
+	if len(published) > MaxCatalog {
+		return nil, fmt.Errorf("kernel: opening a turn for %q: %w: %d tools would be published, the limit is %d (disable namespaces or narrow grants)",
+			o.Principal, ErrCatalogTooLarge, len(published), MaxCatalog)
+	}
+	t := &Turn{
+		k:         k,
+		id:        newID("exec-"),
+		principal: o.Principal,
+		transport: o.Transport,
+		alias:     o.Alias,
+		namer:     o.Namer,
+		policy:    pol,
+		byName:    make(map[string]*entry, len(published)),
+		ns:        ns,
+	}
+	tools := make([]json.RawMessage, 0, len(published))
+	canon := make([][]byte, 0, len(published))
+	for _, e := range published {
+		name := e.tool.ID
+		if o.Namer != nil {
+			name = o.Namer(e.tool.ID)
+		}
+		if name == "" {
+			return nil, fmt.Errorf("kernel: opening a turn: the namer gave %q an empty name", e.tool.ID)
+		}
+		if prev, dup := t.byName[name]; dup {
+			return nil, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
+		}
+		t.byName[name] = e
+		qn, _ := json.Marshal(name)
+		obj := make([]byte, 0, len(qn)+len(e.rest)+10)
+		obj = append(obj, `{"name":`...)
+		obj = append(obj, qn...)
+		obj = append(obj, ',')
+		obj = append(obj, e.rest...)
+		obj = append(obj, '}')
+		tools = append(tools, obj)
+		// Canonical entry: [name, sorted-key object without name].
+		c := make([]byte, 0, len(qn)+len(e.canon)+3)
+		c = append(c, '[')
+		c = append(c, qn...)
+		c = append(c, ',')
+		c = append(c, e.canon...)
+		c = append(c, ']')
+		canon = append(canon, c)
+	}
+	t.list = &mcpserver.ToolList{Tools: tools, CatalogHash: catalogHash(canon), ExecutionID: t.id}
+	return t, nil
+}
+
+// catalogHash is SHA-256 over the canonical encodings of the published tools, sorted,
+// as a JSON array: the same tool set gives the same hash whatever the order, execution
+// id, transport or harness alias.
+func catalogHash(canon [][]byte) string {
+	sorted := append([][]byte(nil), canon...)
+	sort.Slice(sorted, func(i, j int) bool { return string(sorted[i]) < string(sorted[j]) })
+	h := sha256.New()
+	h.Write([]byte{'['})
+	for i, c := range sorted {
+		if i > 0 {
+			h.Write([]byte{','})
+		}
+		h.Write(c)
+	}
+	h.Write([]byte{']'})
+	return hex.EncodeToString(h.Sum(nil))
+}

@@ -1,0 +1,182 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// MaxCatalog is the most tools one turn's catalogue may hold (seed 000). Opening a turn
+// whose effective catalogue is larger fails with ErrCatalogTooLarge; nothing is cut.
+const MaxCatalog = 512
+
+// ErrCatalogTooLarge is returned by OpenTurn when more than MaxCatalog tools would be
+// published.
+var ErrCatalogTooLarge = errors.New("catalogue too large")
+
+// ErrInvalidTool is wrapped by every Register failure.
+var ErrInvalidTool = errors.New("invalid tool")
+
+// entry is a registered tool with everything the per-call path needs precomputed: the
+// compiled input schema (never compiled again) and the published object minus its name.
+type entry struct {
+	tool   *Tool
+	ns     string
+	schema *jsonschema.Schema
+	// rest is the published tool object's members after "name", in published order,
+	// without the surrounding braces: `"description":…,"inputSchema":…,…`.
+	rest []byte
+	// canon is the canonical (sorted-key) encoding of the same members, for catalogHash.
+	canon []byte
+}
+
+// denyLoader refuses every external $ref: a tool schema must never make toolgate read a
+// file or fetch a URL. The draft meta-schemas are built into the validator and do not
+// go through the loader.
+type denyLoader struct{}
+
+func (denyLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("external schema reference %q refused", url)
+}
+
+func compileEntry(t *Tool) (*entry, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidTool, t.ID, fmt.Sprintf(format, args...))
+	}
+	if !policy.ValidToolID(t.ID) {
+		return nil, bad("id is not a canonical namespace.name")
+	}
+	if t.Run == nil {
+		return nil, bad("no Run function")
+	}
+	in := t.InputSchema
+	if len(bytes.TrimSpace(in)) == 0 {
+		in = json.RawMessage(`{"type":"object"}`)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(in))
+	if err != nil {
+		return nil, bad("inputSchema is not JSON: %v", err)
+	}
+	obj, ok := doc.(map[string]any)
+	if !ok {
+		return nil, bad("inputSchema is not a JSON object")
+	}
+	if typ, ok := obj["type"]; !ok || typ != "object" {
+		return nil, bad(`inputSchema's root must declare "type": "object"`)
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(denyLoader{})
+	c.DefaultDraft(jsonschema.Draft2020)
+	const loc = "toolgate:///input-schema.json"
+	if err := c.AddResource(loc, doc); err != nil {
+		return nil, bad("inputSchema: %v", err)
+	}
+	sch, err := c.Compile(loc)
+	if err != nil {
+		return nil, bad("compiling inputSchema: %v", err)
+	}
+	var out json.RawMessage
+	if len(bytes.TrimSpace(t.OutputSchema)) > 0 {
+		var o map[string]any
+		if err := json.Unmarshal(t.OutputSchema, &o); err != nil || o == nil {
+			return nil, bad("outputSchema is not a JSON object")
+		}
+		out, err = compact(t.OutputSchema)
+		if err != nil {
+			return nil, bad("outputSchema: %v", err)
+		}
+	}
+	inC, err := compact(in)
+	if err != nil {
+		return nil, bad("inputSchema: %v", err)
+	}
+	e := &entry{tool: t, ns: t.Namespace(), schema: sch}
+	src := t.Source
+	if src == "" {
+		src = "toolgate"
+	}
+	pub := publishedRest{
+		Description:  t.Description,
+		InputSchema:  inC,
+		OutputSchema: out,
+		Annotations:  publishAnnotations(t.Annotations),
+		Meta:         publishedMeta{Namespace: e.ns, Source: src},
+	}
+	b, err := json.Marshal(pub)
+	if err != nil {
+		return nil, bad("encoding: %v", err)
+	}
+	e.rest = b[1 : len(b)-1]
+	e.canon, err = canonicalJSON(b)
+	if err != nil {
+		return nil, bad("canonical encoding: %v", err)
+	}
+	return e, nil
+}
+
+func compact(b []byte) (json.RawMessage, error) {
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, b); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// canonicalJSON re-encodes a JSON value with object members sorted by key and numbers
+// kept as written, so semantically equal tool objects hash the same.
+func canonicalJSON(b []byte) ([]byte, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
+}
+
+// publishedRest is a published MCP Tool object without its name, in the field order
+// seed 000 shows. Nothing else of the kernel's (grants, handler, access rules) is here.
+type publishedRest struct {
+	Description  string               `json:"description,omitempty"`
+	InputSchema  json.RawMessage      `json:"inputSchema"`
+	OutputSchema json.RawMessage      `json:"outputSchema,omitempty"`
+	Annotations  publishedAnnotations `json:"annotations"`
+	Meta         publishedMeta        `json:"_meta"`
+}
+
+type publishedAnnotations struct {
+	ReadOnlyHint    bool  `json:"readOnlyHint"`
+	DestructiveHint *bool `json:"destructiveHint,omitempty"`
+	IdempotentHint  *bool `json:"idempotentHint,omitempty"`
+	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
+}
+
+type publishedMeta struct {
+	Namespace string `json:"toolgate/namespace"`
+	Source    string `json:"toolgate/source"`
+}
+
+// publishAnnotations maps the kernel's hints to MCP's. MCP gives destructiveHint and
+// idempotentHint meaning only when readOnlyHint is false, so a read-only tool publishes
+// readOnlyHint alone (as seed 000's example does); others state both explicitly,
+// because an omitted destructiveHint means "destructive" to a client.
+func publishAnnotations(a Annotations) publishedAnnotations {
+	p := publishedAnnotations{ReadOnlyHint: a.ReadOnly, OpenWorldHint: a.OpenWorld}
+	if !a.ReadOnly {
+		d, i := a.Destructive, a.Idempotent
+		p.DestructiveHint, p.IdempotentHint = &d, &i
+	}
+	return p
+}
+
+// namespaceOf returns the namespace part of a canonical id.
+func namespaceOf(id string) string {
+	ns, _, _ := strings.Cut(id, ".")
+	return ns
+}

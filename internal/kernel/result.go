@@ -1,0 +1,59 @@
+package kernel
+
+import (
+	"encoding/json"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+)
+
+// errorBody is the text of a refusal result, exactly as seed 000 shows it.
+type errorBody struct {
+	Status    Status `json:"status"`
+	Code      Code   `json:"code"`
+	Message   string `json:"message"`
+	Retryable *bool  `json:"retryable,omitempty"`
+}
+
+// errorResult renders a refusal or failure as a tool result (never a JSON-RPC error),
+// so a client can tell a permission decision from an outage by _meta.
+func errorResult(ke *Error) *mcpserver.CallResult {
+	body, _ := json.Marshal(errorBody{Status: ke.Status, Code: ke.Code, Message: ke.Message, Retryable: ke.Retryable})
+	return &mcpserver.CallResult{
+		Content: []json.RawMessage{textBlock(string(body))},
+		IsError: true,
+		Meta:    map[string]any{"toolgate/status": string(ke.Status), "toolgate/code": string(ke.Code)},
+	}
+}
+
+func textBlock(s string) json.RawMessage {
+	b, _ := json.Marshal(struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}{"text", s})
+	return b
+}
+
+// buildResult turns a tool's Output into the published result. structuredContent is
+// present only when the tool declares an outputSchema and the output is a JSON object.
+func buildResult(t *Tool, out *Output) *mcpserver.CallResult {
+	r := &mcpserver.CallResult{IsError: out.IsError}
+	var structured json.RawMessage
+	if len(t.OutputSchema) > 0 && out.Structured != nil {
+		if b, err := json.Marshal(out.Structured); err == nil && len(b) > 0 && b[0] == '{' {
+			structured = b
+		}
+	}
+	r.StructuredContent = structured
+	switch {
+	case len(out.Content) > 0:
+		r.Content = append([]json.RawMessage(nil), out.Content...)
+	case out.Text != "":
+		r.Content = []json.RawMessage{textBlock(out.Text)}
+	case structured != nil:
+		// MCP asks tools returning structured content to also serialize it as text.
+		r.Content = []json.RawMessage{textBlock(string(structured))}
+	default:
+		r.Content = []json.RawMessage{}
+	}
+	return r
+}

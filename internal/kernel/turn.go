@@ -1,0 +1,432 @@
+package kernel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// Outcome is how a turn has ended so far.
+type Outcome string
+
+const (
+	OutcomeCompleted Outcome = "completed"
+	OutcomeEscalated Outcome = "escalated"
+	OutcomeFailed    Outcome = "failed"
+)
+
+// Turn is one resolved catalogue for one principal. It implements mcpserver.Turn and is
+// safe for concurrent use. Its catalogue and the policy its calls are decided by are
+// fixed when it opens.
+type Turn struct {
+	k         *Kernel
+	id        string
+	principal string
+	transport string
+	alias     func(string) string
+	namer     func(string) string
+	policy    *policy.Set
+	byName    map[string]*entry
+	ns        map[string]bool
+	list      *mcpserver.ToolList
+
+	closed    atomic.Bool
+	escalated atomic.Bool
+	failed    atomic.Bool
+}
+
+var _ mcpserver.Turn = (*Turn)(nil)
+
+// ID is the turn's execution id.
+func (t *Turn) ID() string { return t.id }
+
+// Principal is the identity whose grants decide this turn.
+func (t *Turn) Principal() string { return t.principal }
+
+// Outcome reports how the turn has ended so far.
+func (t *Turn) Outcome() Outcome {
+	switch {
+	case t.escalated.Load():
+		return OutcomeEscalated
+	case t.failed.Load():
+		return OutcomeFailed
+	default:
+		return OutcomeCompleted
+	}
+}
+
+// Close ends the turn; later calls are denied turn_closed.
+func (t *Turn) Close() error { t.closed.Store(true); return nil }
+
+// ListTools returns the catalogue resolved at open. It never changes.
+func (t *Turn) ListTools(context.Context) (*mcpserver.ToolList, error) {
+	l := *t.list
+	l.Tools = append([]json.RawMessage(nil), t.list.Tools...)
+	return &l, nil
+}
+
+// maxNameInMessage bounds how much of a caller-supplied name is echoed back.
+const maxNameInMessage = 128
+
+// CallTool turns one tools/call into a ToolCall: map the name, validate the arguments,
+// derive and normalise the access, authorize it, audit the decision, run, and build the
+// result. Refusals are results; the error return is reserved for internal failures.
+func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+	start := time.Now()
+	c := &callState{t: t, start: start, ev: audit.Event{
+		CallID:    newID("call-"),
+		TurnID:    t.id,
+		Principal: t.principal,
+		Transport: t.transport,
+	}}
+	if t.alias != nil {
+		c.ev.Alias = t.alias(req.Name)
+	}
+	if t.closed.Load() {
+		c.ev.Tool = clip(req.Name, maxNameInMessage)
+		return c.refuse(ctx, Denied(CodeTurnClosed, "the turn is over; open a new one"))
+	}
+	if t.escalated.Load() {
+		c.ev.Tool = clip(req.Name, maxNameInMessage)
+		return c.refuse(ctx, Denied(CodeEscalationPending, "this turn ended by escalating to a person; nothing further runs on it").WithRetryable(false))
+	}
+	e, ok := t.byName[req.Name]
+	if !ok {
+		return c.unavailable(ctx, req.Name)
+	}
+	c.e = e
+	c.ev.Tool = e.tool.ID
+
+	args, err := parseArgs(req.Arguments)
+	if err != nil {
+		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
+	}
+	if err := validate(e, req.Arguments); err != nil {
+		return c.refuseWith(ctx, Failed(CodeInvalidArguments, "arguments do not match the input schema: %s", clip(err.Error(), 2000)),
+			CodeInvalidArguments, "arguments do not match the input schema: "+schemaErrorSummary(err))
+	}
+	c.ev.Args = t.hashArgs(args)
+
+	acc, err := deriveAccess(e.tool, args)
+	if err != nil {
+		return c.refuse(ctx, asError(err, CodeInvalidArguments))
+	}
+	res, err := policy.NormalizeResource(acc.Resource)
+	if err != nil {
+		c.ev.Action = string(acc.Action)
+		if errors.Is(err, policy.ErrOutsideWorkspace) {
+			return c.refuse(ctx, Denied(CodePathOutsideWorkspace, "%v", err))
+		}
+		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
+	}
+	acc.Resource = res
+	root := acc.ProtectedRoot
+	if root != "" {
+		if root, err = policy.NormalizeResource(root); err != nil {
+			return c.refuse(ctx, Failed(CodeInternal, "tool %s derived an invalid protected root", e.tool.ID))
+		}
+	}
+	c.ev.Action, c.ev.Resource = string(acc.Action), acc.Resource
+
+	d := t.policy.Decide(policy.Request{
+		Principal: t.principal, Tool: e.tool.ID, Action: string(acc.Action),
+		Resource: acc.Resource, Protected: acc.Protected, ProtectedRoot: root,
+	})
+	c.ev.GrantID = d.GrantID()
+	switch d.Reason {
+	case policy.ReasonAllowed:
+	case policy.ReasonDenied:
+		return c.refuse(ctx, Denied(CodeExplicitDeny, "a deny grant refuses %s %s on %s", e.tool.ID, acc.Action, describe(acc.Resource)))
+	case policy.ReasonProtected:
+		return c.refuse(ctx, Denied(CodeProtectedPath, "%s is protected: only a grant naming it allows %s", describe(acc.Resource), acc.Action))
+	default:
+		return c.refuse(ctx, Denied(CodeNoMatchingGrant, "no grant allows %s %s on %s", e.tool.ID, acc.Action, describe(acc.Resource)))
+	}
+
+	if e.tool.ID == EscalateID {
+		return c.escalate(ctx, args)
+	}
+
+	// The allowed event is durable before the tool runs, so no crash can leave an
+	// executed call without its event. No event, no run.
+	c.ev.Decision = audit.Allowed
+	if err := c.append(ctx); err != nil {
+		return c.auditUnavailable(ctx, err)
+	}
+	out, runErr := t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req)})
+	if runErr != nil {
+		code := CodeToolFailed
+		if errors.Is(runErr, context.DeadlineExceeded) {
+			code = CodeTimeout
+		}
+		ke := asFailure(runErr, code)
+		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(ke.Code), clip(ke.Message, 500)
+		c.appendAfterRun(ctx)
+		return errorResult(ke), nil
+	}
+	if out.IsError {
+		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(CodeToolFailed), "the tool reported an error"
+		c.appendAfterRun(ctx)
+	}
+	return buildResult(e.tool, out), nil
+}
+
+// run calls the tool, turning a panic into a failure so one bad tool cannot take the
+// daemon down.
+func (t *Turn) run(ctx context.Context, call *Call) (out *Output, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			t.k.log.Error("tool panicked", "tool", call.Tool.ID, "call", call.ID, "panic", fmt.Sprint(r), "stack", string(debug.Stack()))
+			out, err = nil, Failed(CodeToolFailed, "the tool failed unexpectedly")
+		}
+	}()
+	out, err = call.Tool.Run(ctx, call)
+	if err == nil && out == nil {
+		out = &Output{}
+	}
+	if err == nil && ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		// A tool that returns normally after its deadline still answered; keep it.
+		return out, nil
+	}
+	return out, err
+}
+
+func (t *Turn) hashArgs(args map[string]any) map[string]string {
+	if t.k.opts.HashArgs == nil || len(args) == 0 {
+		return nil
+	}
+	return t.k.opts.HashArgs(args)
+}
+
+// callState carries one call's audit event through the decision.
+type callState struct {
+	t     *Turn
+	e     *entry
+	start time.Time
+	ev    audit.Event
+}
+
+func (c *callState) append(ctx context.Context) error {
+	ev := c.ev
+	ev.Time = c.t.k.opts.Now().UTC()
+	ev.LatencyMicros = time.Since(c.start).Microseconds()
+	// The event must be written even if the caller has gone: a decision without its
+	// record is what fail-closed auditing exists to prevent.
+	return c.t.k.opts.Audit.AppendAudit(context.WithoutCancel(ctx), &ev)
+}
+
+// appendAfterRun records a failure after the tool ran. The call already happened and
+// its allowed event exists, so a write failure here is logged, not returned.
+func (c *callState) appendAfterRun(ctx context.Context) {
+	if err := c.append(ctx); err != nil {
+		c.t.k.log.Error("audit: recording a failed call", "call", c.ev.CallID, "err", err)
+	}
+}
+
+func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpserver.CallResult, error) {
+	return c.refuseWith(ctx, ke, ke.Code, ke.Message)
+}
+
+// refuseWith records a refusal (auditMsg is what the log keeps: it never echoes
+// argument values) and returns it as a result. A refusal whose event cannot be written
+// is still a refusal: nothing ran, so failing closed changes nothing for the caller
+// except the code, which then says audit_unavailable.
+func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, auditMsg string) (*mcpserver.CallResult, error) {
+	c.ev.Decision = audit.Denied
+	if ke.Status == StatusFailed {
+		c.ev.Decision = audit.Failed
+	}
+	c.ev.Code, c.ev.Message = string(auditCode), clip(auditMsg, 500)
+	if err := c.append(ctx); err != nil {
+		return c.auditUnavailable(ctx, err)
+	}
+	return errorResult(ke), nil
+}
+
+func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.CallResult, error) {
+	c.t.k.log.Error("audit: append failed; refusing the call", "call", c.ev.CallID, "tool", c.ev.Tool, "err", err)
+	c.t.failed.Store(true)
+	return errorResult(Failed(CodeAuditUnavailable, "the audit log could not record this call, so it was not run").WithRetryable(true)), nil
+}
+
+// unavailable refuses a name that is not in this turn's catalogue. The caller always
+// sees tool_unavailable; the audit event says namespace_disabled when that is why.
+func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.CallResult, error) {
+	c.ev.Tool = clip(name, maxNameInMessage)
+	code := CodeToolUnavailable
+	if e := c.t.registeredAs(name); e != nil {
+		c.ev.Tool = e.tool.ID
+		if on, ok := c.t.ns[e.ns]; ok && !on {
+			code = CodeNamespaceDisabled
+		}
+	}
+	ke := Denied(CodeToolUnavailable, "tool %q is not available", clip(name, maxNameInMessage))
+	return c.refuseWith(ctx, ke, code, ke.Message)
+}
+
+// registeredAs finds the registered tool a name would publish as, for audit only. It
+// runs only on the refusal path.
+func (t *Turn) registeredAs(name string) *entry {
+	k := t.k
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	if t.namer == nil {
+		return k.tools[name]
+	}
+	if len(name) > 512 {
+		return nil
+	}
+	for id, e := range k.tools {
+		if t.namer(id) == name {
+			return e
+		}
+	}
+	return nil
+}
+
+func parseArgs(raw json.RawMessage) (map[string]any, error) {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		return map[string]any{}, nil
+	}
+	if trimmed[0] != '{' {
+		return nil, errors.New("arguments must be a JSON object")
+	}
+	var args map[string]any
+	if err := json.Unmarshal(trimmed, &args); err != nil {
+		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+	}
+	if args == nil {
+		args = map[string]any{}
+	}
+	return args, nil
+}
+
+// validate checks the arguments against the schema compiled at registration. It parses
+// with exact numbers (the schema sees 2^53+1 as written).
+func validate(e *entry, raw json.RawMessage) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || string(trimmed) == "null" {
+		trimmed = []byte("{}")
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
+	if err != nil {
+		return err
+	}
+	return e.schema.Validate(inst)
+}
+
+// schemaErrorSummary names where validation failed without quoting any value, so it
+// can be stored in the audit log.
+func schemaErrorSummary(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return "invalid"
+	}
+	var locs []string
+	var walk func(v *jsonschema.ValidationError)
+	walk = func(v *jsonschema.ValidationError) {
+		if len(v.Causes) == 0 {
+			kw := ""
+			if v.ErrorKind != nil {
+				kw = strings.Join(v.ErrorKind.KeywordPath(), "/")
+			}
+			locs = append(locs, fmt.Sprintf("/%s (%s)", strings.Join(v.InstanceLocation, "/"), kw))
+			return
+		}
+		for _, cv := range v.Causes {
+			if len(locs) < 8 {
+				walk(cv)
+			}
+		}
+	}
+	walk(ve)
+	return clip(strings.Join(locs, ", "), 400)
+}
+
+func deriveAccess(t *Tool, args map[string]any) (acc Access, err error) {
+	if t.Access == nil {
+		a := ActionExecute
+		if t.Annotations.ReadOnly {
+			a = ActionRead
+		}
+		return Access{Action: a}, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = Failed(CodeInternal, "tool %s could not derive its access", t.ID)
+		}
+	}()
+	acc, err = t.Access(args)
+	if err != nil {
+		return acc, err
+	}
+	switch acc.Action {
+	case ActionRead, ActionWrite, ActionExecute:
+	default:
+		return acc, Failed(CodeInternal, "tool %s derived an unknown action %q", t.ID, acc.Action)
+	}
+	return acc, nil
+}
+
+// asError keeps a tool's own *Error; anything else becomes fallback.
+func asError(err error, fallback Code) *Error {
+	var ke *Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	return Failed(fallback, "%v", err)
+}
+
+// asFailure is asError for a tool's Run: its plain errors become failed with code.
+func asFailure(err error, code Code) *Error {
+	var ke *Error
+	if errors.As(err, &ke) {
+		return ke
+	}
+	return Failed(code, "%s", clip(err.Error(), 2000))
+}
+
+func describe(res string) string {
+	if res == "" {
+		return "any resource"
+	}
+	return fmt.Sprintf("%q", res)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Do not cut a UTF-8 sequence in half.
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n] + "…"
+}
+
+type nopPeer struct{}
+
+func (nopPeer) ClientCapabilities() json.RawMessage { return nil }
+func (nopPeer) Request(context.Context, string, any) (json.RawMessage, error) {
+	return nil, mcpserver.ErrPeerUnsupported
+}
+
+func peerOf(req *mcpserver.CallRequest) mcpserver.Peer {
+	if req.Peer == nil {
+		return nopPeer{}
+	}
+	return req.Peer
+}
