@@ -1,0 +1,252 @@
+package localtools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/workspace"
+)
+
+// list_files caps.
+const (
+	DefaultListDepth   = 3
+	MaxListDepth       = 32
+	DefaultListEntries = 1000
+	MaxListEntries     = 10000
+	// maxVisited bounds the directory entries walked (matching or not), so a glob that
+	// matches nothing in a huge tree still answers quickly.
+	maxVisited = 200000
+)
+
+var listFilesSchema = mustJSON(map[string]any{
+	"$schema":              "https://json-schema.org/draft/2020-12/schema",
+	"type":                 "object",
+	"additionalProperties": false,
+	"properties": map[string]any{
+		"path": map[string]any{"type": "string", "minLength": 1, "maxLength": 4096,
+			"description": "Directory to list, relative to the workspace root. Default \".\"."},
+		"pattern": map[string]any{"type": "string", "minLength": 1, "maxLength": 1024,
+			"description": "Glob over paths relative to `path`: * and ? within a name, [abc] classes, ** for any number of directories (e.g. \"**/*.go\")."},
+		"max_depth": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxListDepth,
+			"description": fmt.Sprintf("How many directory levels below `path` to descend. Default %d.", DefaultListDepth)},
+		"max_entries": map[string]any{"type": "integer", "minimum": 1, "maximum": MaxListEntries,
+			"description": fmt.Sprintf("Most entries to return. Default %d.", DefaultListEntries)},
+	},
+})
+
+func listFilesTool(ws *workspace.Workspace) *kernel.Tool {
+	return &kernel.Tool{
+		ID:    "local.list_files",
+		Title: "List files",
+		Description: "List files and directories in the workspace (directories end with /, symbolic " +
+			"links show their target and are never followed). Optional glob pattern; depth and entry " +
+			"caps; the answer says when it was truncated.",
+		InputSchema: listFilesSchema,
+		Annotations: kernel.Annotations{ReadOnly: true, Idempotent: true, OpenWorld: boolp(false)},
+		Source:      "toolgate",
+		Access: func(args map[string]any) (kernel.Access, error) {
+			p, _, err := argString(args, "path")
+			if err != nil {
+				return kernel.Access{}, err
+			}
+			if p == "" {
+				p = "."
+			}
+			return readAccess(ws, p)
+		},
+		Run: func(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
+			return listFiles(ctx, ws, call.Args)
+		},
+	}
+}
+
+func listFiles(ctx context.Context, ws *workspace.Workspace, args map[string]any) (*kernel.Output, error) {
+	p, _, err := argString(args, "path")
+	if err != nil {
+		return nil, err
+	}
+	if p == "" {
+		p = "."
+	}
+	pattern, hasPattern, err := argString(args, "pattern")
+	if err != nil {
+		return nil, err
+	}
+	if hasPattern {
+		if err := checkGlob(pattern); err != nil {
+			return nil, kernel.Failed(kernel.CodeInvalidArguments, "pattern %q: %v", pattern, err)
+		}
+	}
+	depth, ok, err := argInt(args, "max_depth")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		depth = DefaultListDepth
+	}
+	maxEntries, ok, err := argInt(args, "max_entries")
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		maxEntries = DefaultListEntries
+	}
+	if depth < 1 || depth > MaxListDepth || maxEntries < 1 || maxEntries > MaxListEntries {
+		return nil, kernel.Failed(kernel.CodeInvalidArguments, "max_depth must be 1…%d and max_entries 1…%d", MaxListDepth, MaxListEntries)
+	}
+	rel, err := ws.Rel(p)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := ws.Root().Stat(rel)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, kernel.Failed(kernel.CodeToolFailed, "%s does not exist", rel)
+		}
+		return nil, kernel.Failed(kernel.CodeToolFailed, "listing %s: %v", rel, stripRoot(err))
+	}
+	if !fi.IsDir() {
+		return nil, kernel.Failed(kernel.CodeToolFailed, "%s is not a directory", rel)
+	}
+	var entries []string
+	visited := 0
+	var truncated, deeper, tooMany bool
+	fsys := ws.Root().FS()
+	err = fs.WalkDir(fsys, rel, func(name string, d fs.DirEntry, err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		if name == rel {
+			if err != nil {
+				return err
+			}
+			return nil
+		}
+		visited++
+		if visited > maxVisited {
+			tooMany = true
+			return fs.SkipAll
+		}
+		sub := strings.TrimPrefix(name, rel+"/")
+		if rel == "." {
+			sub = name
+		}
+		level := strings.Count(sub, "/") + 1
+		if err != nil {
+			// An unreadable directory is listed, with its error, and not descended.
+			entries = append(entries, sub+"/ [unreadable: "+stripRoot(err).Error()+"]")
+			return fs.SkipDir
+		}
+		isDir := d.IsDir()
+		if !hasPattern || globMatch(pattern, sub) {
+			if int64(len(entries)) >= maxEntries {
+				truncated = true
+				return fs.SkipAll
+			}
+			entries = append(entries, describe(ws, name, sub, d))
+		}
+		if isDir && int64(level) >= depth {
+			deeper = true
+			return fs.SkipDir
+		}
+		return nil
+	})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, kernel.Failed(kernel.CodeTimeout, "listing %s was cancelled", rel)
+		}
+		return nil, kernel.Failed(kernel.CodeToolFailed, "listing %s: %v", rel, stripRoot(err))
+	}
+	var b strings.Builder
+	for _, e := range entries {
+		b.WriteString(e)
+		b.WriteByte('\n')
+	}
+	if len(entries) == 0 {
+		b.WriteString("[no entries]\n")
+	}
+	switch {
+	case truncated:
+		fmt.Fprintf(&b, "[truncated: stopped at %d entries (max_entries); narrow path or pattern, or raise max_entries up to %d]\n", maxEntries, MaxListEntries)
+	case tooMany:
+		fmt.Fprintf(&b, "[truncated: stopped after walking %d entries; narrow path or pattern]\n", maxVisited)
+	case deeper:
+		fmt.Fprintf(&b, "[depth limit: directories deeper than %d levels were not listed; raise max_depth to see more]\n", depth)
+	}
+	return &kernel.Output{Text: b.String()}, nil
+}
+
+func describe(ws *workspace.Workspace, name, sub string, d fs.DirEntry) string {
+	switch {
+	case d.IsDir():
+		return sub + "/"
+	case d.Type()&fs.ModeSymlink != 0:
+		t, err := ws.Root().Readlink(name)
+		if err != nil {
+			return sub + " -> ?"
+		}
+		return sub + " -> " + strings.ToValidUTF8(t, "\uFFFD")
+	case d.Type().IsRegular():
+		return strings.ToValidUTF8(sub, "\uFFFD")
+	}
+	return strings.ToValidUTF8(sub, "\uFFFD") + " [" + fileKind(d.Type()) + "]"
+}
+
+// checkGlob validates every segment once, so a bad pattern is an argument error instead
+// of a silent empty answer.
+func checkGlob(pattern string) error {
+	if strings.HasPrefix(pattern, "/") {
+		return errors.New("patterns are relative to path; remove the leading /")
+	}
+	for _, seg := range strings.Split(pattern, "/") {
+		if seg == "**" {
+			continue
+		}
+		if _, err := path.Match(seg, ""); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// globMatch matches a slash path against a pattern whose "**" segments match any
+// number (including zero) of path segments; other segments use path.Match.
+func globMatch(pattern, name string) bool {
+	return matchSegs(strings.Split(pattern, "/"), strings.Split(name, "/"))
+}
+
+func matchSegs(ps, ns []string) bool {
+	// Iterative with one backtrack point per "**" run, so hostile patterns
+	// ("**/**/**/…") cost O(len(ps)·len(ns)) at worst.
+	pi, ni := 0, 0
+	starP, starN := -1, -1
+	for ni < len(ns) {
+		if pi < len(ps) && ps[pi] == "**" {
+			starP, starN = pi, ni
+			pi++
+			continue
+		}
+		if pi < len(ps) {
+			if ok, _ := path.Match(ps[pi], ns[ni]); ok {
+				pi++
+				ni++
+				continue
+			}
+		}
+		if starP >= 0 {
+			starN++
+			pi, ni = starP+1, starN
+			continue
+		}
+		return false
+	}
+	for pi < len(ps) && ps[pi] == "**" {
+		pi++
+	}
+	return pi == len(ps)
+}

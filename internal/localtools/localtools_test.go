@@ -1,0 +1,550 @@
+package localtools
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/workspace"
+)
+
+// fixture is parent/{W, W_evil/x, secret} with hostile links inside W.
+type fixture struct {
+	ws     *workspace.Workspace
+	dir    string // W
+	parent string
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	parent := t.TempDir()
+	w := filepath.Join(parent, "W")
+	write := func(p, s string) {
+		t.Helper()
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(filepath.Join(w, "src", "main.go"), "package main\n\nfunc main() {}\n")
+	write(filepath.Join(w, "README.md"), "line1\nline2\nline3\n")
+	write(filepath.Join(parent, "W_evil", "x"), "evil\n")
+	write(filepath.Join(parent, "secret"), "s3cret\n")
+	for name, target := range map[string]string{
+		"abs": "/etc/passwd", "rel": "../secret", "d": "/", "inlink": "README.md", "srclink": "src",
+	} {
+		if err := os.Symlink(target, filepath.Join(w, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws, err := workspace.Open(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ws.Close() })
+	return &fixture{ws: ws, dir: w, parent: parent}
+}
+
+func (f *fixture) tool(t *testing.T, name string) *kernel.Tool {
+	t.Helper()
+	tools, err := Build(Config{Workspace: f.ws})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		if tl.ID == name {
+			return tl
+		}
+	}
+	t.Fatalf("no tool %s", name)
+	return nil
+}
+
+type fakePeer struct {
+	caps   string
+	answer string
+	err    error
+	got    any
+}
+
+func (p *fakePeer) ClientCapabilities() json.RawMessage {
+	if p.caps == "" {
+		return nil
+	}
+	return json.RawMessage(p.caps)
+}
+
+func (p *fakePeer) Request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	p.got = params
+	if p.err != nil {
+		return nil, p.err
+	}
+	return json.RawMessage(p.answer), nil
+}
+
+// call runs a tool the way the kernel does: Access first (a refusal stops it), then Run.
+func call(t *testing.T, tl *kernel.Tool, args map[string]any) (kernel.Access, *kernel.Output, error) {
+	t.Helper()
+	return callPeer(t, tl, args, &fakePeer{})
+}
+
+func callPeer(t *testing.T, tl *kernel.Tool, args map[string]any, peer *fakePeer) (kernel.Access, *kernel.Output, error) {
+	t.Helper()
+	var a kernel.Access
+	if tl.Access != nil {
+		var err error
+		a, err = tl.Access(args)
+		if err != nil {
+			return a, nil, err
+		}
+	}
+	out, err := tl.Run(context.Background(), &kernel.Call{ID: "c1", Principal: "p", Tool: tl, Args: args, Access: a, Peer: peer})
+	return a, out, err
+}
+
+func codeOf(err error) kernel.Code {
+	var ke *kernel.Error
+	if errors.As(err, &ke) {
+		return ke.Code
+	}
+	return ""
+}
+
+func TestReadFile(t *testing.T) {
+	f := newFixture(t)
+	rf := f.tool(t, "local.read_file")
+	a, out, err := call(t, rf, map[string]any{"path": "README.md"})
+	if err != nil || out.Text != "line1\nline2\nline3\n" {
+		t.Fatalf("read = %+v, %v", out, err)
+	}
+	if a.Action != kernel.ActionRead || a.Resource != "path:README.md" || a.Protected {
+		t.Errorf("access = %+v", a)
+	}
+	_, out, _ = call(t, rf, map[string]any{"path": "README.md", "offset": 2.0, "limit": 1.0})
+	if !strings.HasPrefix(out.Text, "line2\n[truncated: showed lines 2–2") || !strings.Contains(out.Text, "offset=3") {
+		t.Errorf("line range = %q", out.Text)
+	}
+	_, out, _ = call(t, rf, map[string]any{"path": "README.md", "byte_offset": 6.0, "byte_length": 5.0})
+	if !strings.HasPrefix(out.Text, "line2\n[truncated: showed bytes 6–11 of 18") {
+		t.Errorf("byte range = %q", out.Text)
+	}
+	_, out, _ = call(t, rf, map[string]any{"path": "README.md", "offset": 9.0})
+	if !strings.Contains(out.Text, "past its end") {
+		t.Errorf("offset past end = %q", out.Text)
+	}
+	// An in-workspace link reads its target, and Access names the target.
+	a, out, err = call(t, rf, map[string]any{"path": "inlink"})
+	if err != nil || a.Resource != "path:README.md" || !strings.HasPrefix(out.Text, "line1") {
+		t.Errorf("inlink = %+v %+v %v", a, out, err)
+	}
+	_, _, err = call(t, rf, map[string]any{"path": "README.md", "offset": 1.0, "byte_offset": 0.0})
+	if codeOf(err) != kernel.CodeInvalidArguments {
+		t.Errorf("mixed modes: %v", err)
+	}
+}
+
+func TestReadFileSizeCap(t *testing.T) {
+	f := newFixture(t)
+	big := strings.Repeat(strings.Repeat("x", 99)+"\n", 5000) // 500,000 bytes
+	os.WriteFile(filepath.Join(f.dir, "big.txt"), []byte(big), 0o644)
+	_, out, err := call(t, f.tool(t, "local.read_file"), map[string]any{"path": "big.txt", "limit": 100000.0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, marker, ok := strings.Cut(out.Text, "\n[truncated:")
+	if !ok || len(body) > MaxReadBytes || !strings.Contains(marker, "offset=2622") {
+		t.Errorf("cap: body %d bytes, marker %q", len(body), marker)
+	}
+	oneLine := strings.Repeat("y", MaxReadBytes+10)
+	os.WriteFile(filepath.Join(f.dir, "long.txt"), []byte(oneLine), 0o644)
+	_, out, _ = call(t, f.tool(t, "local.read_file"), map[string]any{"path": "long.txt"})
+	if !strings.Contains(out.Text, "byte_offset=262144") {
+		t.Errorf("long line marker missing: %q", out.Text[len(out.Text)-120:])
+	}
+}
+
+func TestReadFileRefusals(t *testing.T) {
+	f := newFixture(t)
+	rf := f.tool(t, "local.read_file")
+	for _, p := range []string{"../secret", "../W_evil/x", "/etc/passwd", f.dir + "/README.md", "abs", "rel", "d/etc/passwd", "README.md\x00", "src/../README.md"} {
+		_, out, err := call(t, rf, map[string]any{"path": p})
+		if codeOf(err) != kernel.CodePathOutsideWorkspace || out != nil {
+			t.Errorf("read %q = %v, %v; want path_outside_workspace", p, out, err)
+		}
+	}
+	_, _, err := call(t, rf, map[string]any{"path": "src"})
+	if err == nil || !strings.Contains(err.Error(), "directory") {
+		t.Errorf("read dir: %v", err)
+	}
+}
+
+// FIFOs and devices answer at once: O_NONBLOCK, then fstat refuses them.
+func TestReadFileNeverBlocks(t *testing.T) {
+	f := newFixture(t)
+	if err := syscall.Mkfifo(filepath.Join(f.dir, "fifo"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{"fifo"}
+	if err := syscall.Mknod(filepath.Join(f.dir, "zero"), syscall.S_IFCHR|0o666, int(1<<8|5)); err == nil {
+		paths = append(paths, "zero")
+	} else {
+		t.Logf("mknod /dev/zero copy: %v (device case not covered here)", err)
+	}
+	rf := f.tool(t, "local.read_file")
+	for _, p := range paths {
+		done := make(chan error, 1)
+		go func() { _, _, err := call(t, rf, map[string]any{"path": p}); done <- err }()
+		select {
+		case err := <-done:
+			if err == nil || !strings.Contains(err.Error(), "only regular files") {
+				t.Errorf("read %s: %v", p, err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("read_file on %s blocked", p)
+		}
+	}
+}
+
+func TestWriteFile(t *testing.T) {
+	f := newFixture(t)
+	wf := f.tool(t, "local.write_file")
+	a, out, err := call(t, wf, map[string]any{"path": "new/dir/a.txt", "content": "hello"})
+	if err != nil || !strings.Contains(out.Text, "created new/dir/a.txt (5 bytes)") {
+		t.Fatalf("write = %+v, %v", out, err)
+	}
+	if a.Action != kernel.ActionWrite || a.Resource != "path:new/dir/a.txt" || a.Protected {
+		t.Errorf("access = %+v", a)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "new/dir/a.txt")); string(b) != "hello" {
+		t.Errorf("content = %q", b)
+	}
+	os.Chmod(filepath.Join(f.dir, "README.md"), 0o600)
+	_, out, err = call(t, wf, map[string]any{"path": "README.md", "content": "new"})
+	if err != nil || !strings.Contains(out.Text, "replaced") {
+		t.Fatalf("replace: %+v %v", out, err)
+	}
+	if fi, _ := os.Stat(filepath.Join(f.dir, "README.md")); fi.Mode().Perm() != 0o600 {
+		t.Errorf("mode not kept: %v", fi.Mode())
+	}
+	// No temporary file is left behind.
+	ents, _ := os.ReadDir(f.dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".toolgate-tmp-") {
+			t.Errorf("left %s", e.Name())
+		}
+	}
+	for p, protected := range map[string]bool{".git/hooks/pre-commit": true, ".gitattributes": true, "sub/.gitattributes": true, ".git/config": true, "ok.txt": false} {
+		a, err := wf.Access(map[string]any{"path": p, "content": "x"})
+		if err != nil || a.Protected != protected {
+			t.Errorf("Access(%s) = %+v, %v; protected want %v", p, a, err, protected)
+		}
+	}
+}
+
+func TestWriteFileRefusals(t *testing.T) {
+	f := newFixture(t)
+	wf := f.tool(t, "local.write_file")
+	outside := filepath.Join(f.parent, "outside.txt")
+	os.WriteFile(outside, []byte("original"), 0o644)
+	if err := os.Link(outside, filepath.Join(f.dir, "hard")); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"../secret", "../W_evil/x", "/tmp/x", "abs", "rel", "d/tmp/pwned", "inlink", "srclink/new.go", "hard", "a\x00b", "x/../../secret"} {
+		_, out, err := call(t, wf, map[string]any{"path": p, "content": "pwned"})
+		if codeOf(err) != kernel.CodePathOutsideWorkspace || out != nil {
+			t.Errorf("write %q = %v, %v; want path_outside_workspace", p, out, err)
+		}
+	}
+	for file, want := range map[string]string{outside: "original", filepath.Join(f.parent, "secret"): "s3cret\n",
+		filepath.Join(f.parent, "W_evil", "x"): "evil\n", filepath.Join(f.dir, "README.md"): "line1\nline2\nline3\n"} {
+		if b, _ := os.ReadFile(file); string(b) != want {
+			t.Errorf("%s changed to %q", file, b)
+		}
+	}
+	if _, err := os.Stat("/tmp/pwned"); err == nil {
+		t.Errorf("/tmp/pwned exists")
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "src", "new.go")); err == nil {
+		t.Errorf("wrote through srclink")
+	}
+	_, _, err := call(t, wf, map[string]any{"path": "src", "content": "x"})
+	if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("write over dir: %v", err)
+	}
+}
+
+func TestPatchFile(t *testing.T) {
+	f := newFixture(t)
+	pf := f.tool(t, "local.patch_file")
+	patch := `diff --git a/README.md b/README.md
+--- a/README.md
++++ b/README.md
+@@ -1,3 +1,3 @@
+ line1
+-line2
++LINE2
+ line3
+--- /dev/null
++++ b/src/new.go
+@@ -0,0 +1,2 @@
++package main
++// new
+`
+	a, out, err := call(t, pf, map[string]any{"patch": patch})
+	if err != nil {
+		t.Fatalf("patch: %v", err)
+	}
+	if a.Resource != "path:." || a.Action != kernel.ActionWrite {
+		t.Errorf("access = %+v", a)
+	}
+	if !strings.Contains(out.Text, "2 files") {
+		t.Errorf("out = %q", out.Text)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "README.md")); string(b) != "line1\nLINE2\nline3\n" {
+		t.Errorf("README = %q", b)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "src/new.go")); string(b) != "package main\n// new\n" {
+		t.Errorf("new.go = %q", b)
+	}
+	// Single file: the resource is that file.
+	a, err = pf.Access(map[string]any{"patch": "--- a/src/main.go\n+++ b/src/main.go\n@@ -1 +1 @@\n-package main\n+package x\n"})
+	if err != nil || a.Resource != "path:src/main.go" {
+		t.Errorf("single access = %+v %v", a, err)
+	}
+	// Deleting a file.
+	_, _, err = call(t, pf, map[string]any{"patch": "--- a/src/new.go\n+++ /dev/null\n@@ -1,2 +0,0 @@\n-package main\n-// new\n"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, "src/new.go")); err == nil {
+		t.Errorf("not deleted")
+	}
+}
+
+// A mismatch in the second file leaves the first one untouched.
+func TestPatchFileAllOrNothing(t *testing.T) {
+	f := newFixture(t)
+	pf := f.tool(t, "local.patch_file")
+	patch := "--- a/README.md\n+++ b/README.md\n@@ -1,2 +1,2 @@\n-line1\n+CHANGED\n line2\n" +
+		"--- a/src/main.go\n+++ b/src/main.go\n@@ -1 +1 @@\n-package nomatch\n+package x\n"
+	_, _, err := call(t, pf, map[string]any{"patch": patch})
+	if err == nil || !strings.Contains(err.Error(), `hunk 1 of src/main.go does not apply: expected "package nomatch" at line 1, found "package main"`) ||
+		!strings.Contains(err.Error(), "nothing was changed") {
+		t.Fatalf("mismatch: %v", err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.dir, "README.md")); string(b) != "line1\nline2\nline3\n" {
+		t.Errorf("README changed: %q", b)
+	}
+	for _, p := range []string{
+		"--- a/../secret\n+++ b/../secret\n@@ -1 +1 @@\n-s3cret\n+pwned\n",
+		"--- a/rel\n+++ b/rel\n@@ -1 +1 @@\n-s3cret\n+pwned\n",
+		"--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-line1\n+x\n--- /dev/null\n+++ b//etc/x\n@@ -0,0 +1 @@\n+x\n",
+	} {
+		_, _, err := call(t, pf, map[string]any{"patch": p})
+		if codeOf(err) != kernel.CodePathOutsideWorkspace {
+			t.Errorf("patch escaping = %v", err)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(f.parent, "secret")); string(b) != "s3cret\n" {
+		t.Errorf("secret changed")
+	}
+	for _, p := range []string{"", "not a diff", "--- a/x\n+++ b/x\n@@ -1,5 +1,5 @@\n line\n", "@@ -1 +1 @@\n-a\n+b\n",
+		"--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+b\n", "rename from a\nrename to b\n"} {
+		_, _, err := call(t, pf, map[string]any{"patch": p})
+		if err == nil {
+			t.Errorf("patch %q accepted", p)
+		}
+	}
+	// Protected file in a multi-file patch marks the whole call protected.
+	a, err := pf.Access(map[string]any{"patch": "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/ok\n@@ -0,0 +1 @@\n+x\n"})
+	if err != nil || !a.Protected {
+		t.Errorf("protected multi = %+v %v", a, err)
+	}
+}
+
+func TestApplyOffsetAndNoNewline(t *testing.T) {
+	in := splitText("a\nb\nc\nd\ne")
+	hs, err := parsePatch("--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n c\n d\n-e\n\\ No newline at end of file\n+E\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := apply("f", in, hs[0].hunks)
+	if err != nil || out.String() != "a\nb\nc\nd\nE\n" {
+		t.Errorf("apply = %q, %v", out.String(), err)
+	}
+	// Hunk header off by two lines still applies at the nearest exact match.
+	hs, _ = parsePatch("--- a/f\n+++ b/f\n@@ -1,2 +1,2 @@\n c\n-d\n+D\n")
+	out, err = apply("f", in, hs[0].hunks)
+	if err != nil || out.String() != "a\nb\nc\nD\ne" {
+		t.Errorf("offset apply = %q, %v", out.String(), err)
+	}
+}
+
+func TestListFiles(t *testing.T) {
+	f := newFixture(t)
+	os.MkdirAll(filepath.Join(f.dir, "a/b/c/d"), 0o755)
+	os.WriteFile(filepath.Join(f.dir, "a/b/c/d/deep.go"), nil, 0o644)
+	lf := f.tool(t, "local.list_files")
+	_, out, err := call(t, lf, map[string]any{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"README.md\n", "src/\n", "src/main.go\n", "d -> /\n", "rel -> ../secret\n", "a/b/c/\n", "[depth limit"} {
+		if !strings.Contains(out.Text, want) {
+			t.Errorf("listing lacks %q:\n%s", want, out.Text)
+		}
+	}
+	if strings.Contains(out.Text, "\nd/") || strings.Contains(out.Text, "srclink/") || strings.Contains(out.Text, "deep.go") {
+		t.Errorf("listing followed a link or ignored depth:\n%s", out.Text)
+	}
+	_, out, _ = call(t, lf, map[string]any{"pattern": "**/*.go", "max_depth": 10.0})
+	if out.Text != "a/b/c/d/deep.go\nsrc/main.go\n" {
+		t.Errorf("glob = %q", out.Text)
+	}
+	_, out, _ = call(t, lf, map[string]any{"max_entries": 2.0})
+	if strings.Count(out.Text, "\n") != 3 || !strings.Contains(out.Text, "[truncated: stopped at 2 entries") {
+		t.Errorf("cap = %q", out.Text)
+	}
+	_, out, err = call(t, lf, map[string]any{"path": "srclink"})
+	if err != nil || out.Text != "main.go\n" {
+		t.Errorf("list via inside link = %+v %v", out, err)
+	}
+	for _, p := range []string{"d", "..", "rel", "/"} {
+		_, _, err := call(t, lf, map[string]any{"path": p})
+		if codeOf(err) != kernel.CodePathOutsideWorkspace {
+			t.Errorf("list %q = %v", p, err)
+		}
+	}
+	_, _, err = call(t, lf, map[string]any{"pattern": "[unclosed"})
+	if codeOf(err) != kernel.CodeInvalidArguments {
+		t.Errorf("bad glob = %v", err)
+	}
+}
+
+func TestGlobMatch(t *testing.T) {
+	for _, c := range []struct {
+		p, n string
+		ok   bool
+	}{
+		{"**", "a/b/c", true}, {"*.go", "a.go", true}, {"*.go", "x/a.go", false}, {"**/*.go", "a.go", true},
+		{"**/*.go", "x/y/a.go", true}, {"x/**/z", "x/z", true}, {"x/**/z", "x/a/b/z", true}, {"x/**/z", "x/a/b/y", false},
+		{"**/**/**/**/**/**/**/**/**/**/q", strings.Repeat("a/", 200) + "b", false},
+	} {
+		if got := globMatch(c.p, c.n); got != c.ok {
+			t.Errorf("globMatch(%q, %q) = %v", c.p, c.n, got)
+		}
+	}
+}
+
+func TestAskUser(t *testing.T) {
+	f := newFixture(t)
+	au := f.tool(t, "local.ask_user")
+	peer := &fakePeer{caps: `{"elicitation":{}}`, answer: `{"action":"accept","content":{"answer":"yes, merge"}}`}
+	_, out, err := callPeer(t, au, map[string]any{"question": "Merge?"}, peer)
+	if err != nil || out.Text != "yes, merge" {
+		t.Fatalf("ask = %+v %v", out, err)
+	}
+	if b, _ := json.Marshal(peer.got); !strings.Contains(string(b), `"message":"Merge?"`) {
+		t.Errorf("params = %s", b)
+	}
+	_, out, _ = callPeer(t, au, map[string]any{"question": "?"}, &fakePeer{caps: `{"elicitation":{}}`, answer: `{"action":"decline"}`})
+	if !strings.Contains(out.Text, "declined") {
+		t.Errorf("decline = %q", out.Text)
+	}
+	for _, p := range []*fakePeer{
+		{}, {caps: `{"sampling":{}}`}, {caps: `{"elicitation":{}}`, err: errors.New("peer unsupported")},
+		{caps: `{"elicitation":{}}`, answer: `not json`}, {caps: `{"elicitation":{}}`, answer: `{"action":"accept","content":{"answer":5}}`},
+	} {
+		_, _, err := callPeer(t, au, map[string]any{"question": "?"}, p)
+		if codeOf(err) != kernel.CodeToolFailed {
+			t.Errorf("ask with %+v = %v; want tool_failed", p, err)
+		}
+	}
+}
+
+func TestBuildFiltersAndNamer(t *testing.T) {
+	f := newFixture(t)
+	ids := func(cfg Config) []string {
+		t.Helper()
+		cfg.Workspace = f.ws
+		tools, err := Build(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var s []string
+		for _, tl := range tools {
+			s = append(s, tl.ID)
+		}
+		return s
+	}
+	got := strings.Join(ids(Config{Profile: "minimal"}), ",")
+	if got != "local.read_file,local.list_files,server.status,server.version,server.list_servers" {
+		t.Errorf("minimal = %s", got)
+	}
+	got = strings.Join(ids(Config{Tools: []string{"write_file", " read_file"}, Profile: "chat"}), ",")
+	if got != "local.read_file,server.status,server.version,server.list_servers" {
+		t.Errorf("chat ∧ tools = %s", got)
+	}
+	if _, err := Build(Config{Workspace: f.ws, Profile: "bogus"}); err == nil {
+		t.Errorf("bogus profile accepted")
+	}
+	if _, err := Build(Config{Workspace: f.ws, Tools: []string{"rm_rf"}}); err == nil || !strings.Contains(err.Error(), "available: ") {
+		t.Errorf("unknown tool: %v", err)
+	}
+	tools, _ := Build(Config{})
+	if len(tools) != 3 {
+		t.Errorf("no workspace: %d tools", len(tools))
+	}
+	n := Namer(DefaultPrefix)
+	for id, want := range map[string]string{"local.read_file": "toolgate_local_read_file", "server.status": "toolgate_server_status",
+		"toolgate.escalate": "toolgate_escalate", "github.create_issue": "github.create_issue"} {
+		if got := n(id); got != want {
+			t.Errorf("Namer(%s) = %s", id, got)
+		}
+	}
+	if got := Namer("")("local.bash"); got != "bash" {
+		t.Errorf("unprefixed = %s", got)
+	}
+	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_"} {
+		if got, err := ParsePrefix(in); err != nil || got != want {
+			t.Errorf("ParsePrefix(%q) = %q %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "a b", "x/", strings.Repeat("a", 65)} {
+		if _, err := ParsePrefix(bad); err == nil {
+			t.Errorf("ParsePrefix(%q) accepted", bad)
+		}
+	}
+}
+
+func TestServerTools(t *testing.T) {
+	tools, err := Build(Config{Version: "v1.2.3", DisabledReason: "no workspace", Status: func() map[string]any {
+		return map[string]any{"confinement": "test"}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		_, out, err := call(t, tl, map[string]any{})
+		if err != nil {
+			t.Fatalf("%s: %v", tl.ID, err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(out.Text), &m); err != nil {
+			t.Fatalf("%s: %v", tl.ID, err)
+		}
+		if tl.ID == "server.status" && (m["confinement"] != "test" || m["local_tools_disabled"] != "no workspace" || m["version"] != "v1.2.3") {
+			t.Errorf("status = %v", m)
+		}
+		if !tl.Annotations.ReadOnly {
+			t.Errorf("%s not read-only", tl.ID)
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package localtools
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/workspace"
+)
+
+var patchFileSchema = mustJSON(map[string]any{
+	"$schema":              "https://json-schema.org/draft/2020-12/schema",
+	"type":                 "object",
+	"additionalProperties": false,
+	"required":             []string{"patch"},
+	"properties": map[string]any{
+		"patch": map[string]any{"type": "string", "minLength": 1, "maxLength": maxPatchBytes,
+			"description": "A unified diff (diff -u or git diff format). Paths in the ---/+++ headers are " +
+				"relative to the workspace root (git's a/ and b/ prefixes are accepted). /dev/null creates or deletes a file."},
+	},
+})
+
+func patchFileTool(ws *workspace.Workspace) *kernel.Tool {
+	return &kernel.Tool{
+		ID:    "local.patch_file",
+		Title: "Apply a unified diff",
+		Description: "Apply a unified diff to one or more files in the workspace, all or nothing: if " +
+			"any hunk does not match exactly, no file is changed and the answer says which hunk and line " +
+			"failed. Creates and deletes files via /dev/null headers; renames and binary patches are refused.",
+		InputSchema: patchFileSchema,
+		Annotations: kernel.Annotations{Destructive: true, OpenWorld: boolp(false)},
+		Source:      "toolgate",
+		Access: func(args map[string]any) (kernel.Access, error) {
+			a, _, err := patchAccess(ws, args)
+			return a, err
+		},
+		Run: func(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
+			return patchFile(ws, call.Args)
+		},
+	}
+}
+
+type patchTarget struct {
+	fp  *filePatch
+	rel string
+}
+
+// patchAccess parses the patch and names what it writes: the one file it touches, or,
+// for several, their deepest common directory. Protected is set when any file is
+// protected, so a broad grant never lets a many-file patch slip a hook in.
+func patchAccess(ws *workspace.Workspace, args map[string]any) (kernel.Access, []patchTarget, error) {
+	p, err := requireString(args, "patch")
+	if err != nil {
+		return kernel.Access{}, nil, err
+	}
+	fps, err := parsePatch(p)
+	if err != nil {
+		return kernel.Access{}, nil, kernel.Failed(kernel.CodeInvalidArguments, "patch: %v", err)
+	}
+	var targets []patchTarget
+	protected := false
+	seen := map[string]bool{}
+	for _, fp := range fps {
+		if fp.oldName != "" && fp.newName != "" && fp.oldName != fp.newName {
+			return kernel.Access{}, nil, kernel.Failed(kernel.CodeInvalidArguments,
+				"patch: %s is renamed to %s; renames are not supported", fp.oldName, fp.newName)
+		}
+		a, rel, err := writeAccess(ws, fp.target())
+		if err != nil {
+			return kernel.Access{}, nil, err
+		}
+		if seen[rel] {
+			return kernel.Access{}, nil, kernel.Failed(kernel.CodeInvalidArguments, "patch: %s appears twice; merge its hunks", rel)
+		}
+		seen[rel] = true
+		protected = protected || a.Protected
+		targets = append(targets, patchTarget{fp, rel})
+	}
+	res := targets[0].rel
+	for _, t := range targets[1:] {
+		res = commonDir(res, t.rel)
+	}
+	if len(targets) > 1 && res != "." {
+		// A directory, even when one target is a prefix of the others' names.
+		res = commonDir(res, res+"/x")
+	}
+	return kernel.Access{Action: kernel.ActionWrite, Resource: "path:" + res, Protected: protected}, targets, nil
+}
+
+// commonDir is the deepest directory containing both slash paths (or one of them when
+// it is a parent of the other).
+func commonDir(a, b string) string {
+	pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
+	var c []string
+	for i := 0; i < len(pa) && i < len(pb) && pa[i] == pb[i]; i++ {
+		c = append(c, pa[i])
+	}
+	if len(c) == len(pa) && len(c) == len(pb) {
+		return a
+	}
+	if len(c) == len(pa) || len(c) == len(pb) {
+		// One is inside the other: the shorter is a directory only if it is the parent.
+		if len(c) == len(pa) {
+			return path.Dir(a)
+		}
+		return path.Dir(b)
+	}
+	if len(c) == 0 {
+		return "."
+	}
+	return strings.Join(c, "/")
+}
+
+func patchFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, error) {
+	_, targets, err := patchAccess(ws, args)
+	if err != nil {
+		return nil, err
+	}
+	type change struct {
+		rel     string
+		remove  bool
+		data    []byte
+		mode    fs.FileMode
+		created bool
+		old     []byte
+		existed bool
+	}
+	var changes []change
+	// Phase 1: read and patch everything in memory; any failure changes nothing.
+	for _, t := range targets {
+		mode, exists, err := checkWritable(ws, t.rel)
+		if err != nil {
+			return nil, err
+		}
+		var cur []byte
+		if exists {
+			f, _, err := openRegular(ws, t.rel)
+			if err != nil {
+				return nil, err
+			}
+			cur, err = io.ReadAll(io.LimitReader(f, 64<<20+1))
+			f.Close()
+			if err != nil {
+				return nil, kernel.Failed(kernel.CodeToolFailed, "reading %s: %v", t.rel, stripRoot(err))
+			}
+			if len(cur) > 64<<20 {
+				return nil, kernel.Failed(kernel.CodeToolFailed, "%s is larger than 64 MiB; not patched", t.rel)
+			}
+		}
+		switch {
+		case t.fp.oldName == "" && exists:
+			return nil, kernel.Failed(kernel.CodeToolFailed, "the patch creates %s, but it already exists; nothing was changed", t.rel)
+		case t.fp.oldName != "" && !exists:
+			return nil, kernel.Failed(kernel.CodeToolFailed, "the patch changes %s, but it does not exist; nothing was changed", t.rel)
+		}
+		res, err := apply(t.rel, splitText(string(cur)), t.fp.hunks)
+		if err != nil {
+			return nil, kernel.Failed(kernel.CodeToolFailed, "%v; nothing was changed", err)
+		}
+		c := change{rel: t.rel, mode: mode, created: !exists, old: cur, existed: exists}
+		if t.fp.newName == "" {
+			if len(res.lines) != 0 {
+				return nil, kernel.Failed(kernel.CodeToolFailed, "the patch deletes %s but does not remove all of its lines; nothing was changed", t.rel)
+			}
+			c.remove = true
+		} else {
+			c.data = []byte(res.String())
+		}
+		changes = append(changes, c)
+	}
+	// Phase 2: stage every new file (written and synced under temporary names).
+	staged := make([]*pending, len(changes))
+	abortAll := func() {
+		for _, p := range staged {
+			if p != nil {
+				p.abort(ws)
+			}
+		}
+	}
+	for i, c := range changes {
+		if c.remove {
+			continue
+		}
+		p, err := stage(ws, c.rel, c.data, c.mode)
+		if err != nil {
+			abortAll()
+			return nil, err
+		}
+		staged[i] = p
+	}
+	// Phase 3: rename into place; on a failure, put back what was already replaced.
+	var done []int
+	rollback := func() {
+		for _, j := range done {
+			c := changes[j]
+			if c.existed {
+				if p, err := stage(ws, c.rel, c.old, c.mode); err == nil {
+					if p.commit(ws) != nil {
+						p.abort(ws)
+					}
+				}
+			} else {
+				ws.Root().Remove(c.rel)
+			}
+		}
+	}
+	var summary []string
+	for i, c := range changes {
+		var err error
+		if c.remove {
+			err = ws.Root().Remove(c.rel)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				err = kernel.Failed(kernel.CodeToolFailed, "deleting %s: %v", c.rel, stripRoot(err))
+			} else {
+				err = nil
+			}
+			summary = append(summary, "deleted "+c.rel)
+		} else {
+			err = staged[i].commit(ws)
+			staged[i] = nil
+			verb := "patched "
+			if c.created {
+				verb = "created "
+			}
+			summary = append(summary, verb+c.rel)
+		}
+		if err != nil {
+			abortAll()
+			rollback()
+			return nil, err
+		}
+		done = append(done, i)
+	}
+	return &kernel.Output{Text: fmt.Sprintf("applied the patch to %s: %s", plural(len(changes), "file", "files"), strings.Join(summary, ", "))}, nil
+}
