@@ -1,0 +1,23 @@
+// Package sandbox runs one command confined, for the bash tool and declarative tools.
+//
+// Confinement comes from the kernel, not from inspecting the command: the child runs in
+// fresh user, PID, mount, IPC and UTS namespaces (and a fresh network namespace unless
+// the caller allows the internet), with a private /proc, no_new_privs, every capability
+// dropped, and a Landlock domain that lets it write only the workspace and a per-call
+// scratch directory and read only the system directories. Because it is the init of its
+// PID namespace, killing it on timeout kills every process it started, including those
+// that escaped with setsid. Protected paths inside the workspace (.git/config,
+// .git/hooks) are bind-mounted read-only, and their ancestors pinned so they cannot be
+// renamed away.
+//
+// Landlock, no_new_privs and capability changes apply to the calling thread and its
+// descendants, so they cannot be applied in toolgate's own (multi-threaded, long-lived)
+// process. Run therefore re-executes the current binary (/proc/self/exe) with argv[0] set
+// to a marker; this package's init function recognises the marker, performs the setup on
+// one locked thread, and execs the command. Any binary that imports this package,
+// toolgate itself or a test binary, is therefore its own helper; nothing else needs
+// wiring.
+//
+// Where the machine cannot provide this confinement, Run refuses with ErrUnavailable and
+// never runs the command unconfined.
+package sandbox

@@ -1,0 +1,319 @@
+//go:build linux
+
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Run runs spec confined and returns what it did. A command that exits non-zero is not
+// an error. Errors are ErrUnavailable (wrapped with the reason) when confinement cannot
+// be provided, ctx's error when ctx ends first, or a setup error for a bad Spec.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if len(spec.Argv) == 0 || spec.Argv[0] == "" {
+		return nil, errors.New("sandbox: empty argv")
+	}
+	if !filepath.IsAbs(spec.Dir) {
+		return nil, fmt.Errorf("sandbox: working directory %q is not absolute", spec.Dir)
+	}
+	if st, err := os.Stat(spec.Dir); err != nil || !st.IsDir() {
+		return nil, fmt.Errorf("sandbox: working directory %q is not a directory", spec.Dir)
+	}
+	caps := Probe()
+	if !caps.Available {
+		return nil, fmt.Errorf("%w: %s", ErrUnavailable, caps.Reason)
+	}
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	maxOut := spec.MaxOutput
+	if maxOut <= 0 {
+		maxOut = DefaultMaxOutput
+	}
+
+	scratch, err := os.MkdirTemp("", "toolgate-scratch-")
+	if err != nil {
+		return nil, fmt.Errorf("sandbox: creating scratch directory: %w", err)
+	}
+	defer removeAll(scratch)
+
+	binds, err := planBinds(spec)
+	if err != nil {
+		return nil, err
+	}
+	ro := spec.ReadOnlyRoots
+	if ro == nil {
+		ro = DefaultReadOnlyRoots
+	}
+	cfg := helperConfig{
+		Mode:      "exec",
+		Argv:      spec.Argv,
+		Env:       childEnv(spec.Env, scratch),
+		Dir:       spec.Dir,
+		NewNet:    !spec.AllowInternet,
+		MountProc: true,
+		Landlock:  true,
+		ReadOnly:  ro,
+		Writable:  append([]string{spec.Dir, scratch}, spec.WritableRoots...),
+		Binds:     binds,
+		DropCaps:  true,
+	}
+
+	runCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	out := newCappedOutput(maxOut, cancel)
+	start := time.Now()
+	state, setupErr, err := runHelper(runCtx, cfg, cloneFlags(!spec.AllowInternet), out.stdout(), out.stderr())
+	res := &Result{Duration: time.Since(start)}
+	res.Stdout, res.Stderr, res.Truncated = out.result()
+	if err != nil {
+		return nil, err
+	}
+	if msg, ok := strings.CutPrefix(setupErr, execFailedPrefix); ok {
+		return nil, fmt.Errorf("sandbox: %s", msg)
+	}
+	if setupErr != "" {
+		return nil, fmt.Errorf("%w: setting up confinement: %s", ErrUnavailable, setupErr)
+	}
+	res.ExitCode = state.ExitCode()
+	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		res.Signal = ws.Signal().String()
+	}
+	if !res.Truncated && res.Signal != "" && runCtx.Err() != nil {
+		if ctx.Err() != nil {
+			return res, fmt.Errorf("sandbox: %w", ctx.Err())
+		}
+		res.TimedOut = true
+	}
+	return res, nil
+}
+
+// cloneFlags are the namespaces every confined command gets.
+func cloneFlags(newNet bool) uintptr {
+	f := uintptr(syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID | syscall.CLONE_NEWNS |
+		syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS)
+	if newNet {
+		f |= syscall.CLONE_NEWNET
+	}
+	return f
+}
+
+// childEnv copies env, dropping any HOME/TMPDIR, and points both at scratch.
+func childEnv(env []string, scratch string) []string {
+	out := make([]string, 0, len(env)+2)
+	for _, kv := range env {
+		if strings.HasPrefix(kv, "HOME=") || strings.HasPrefix(kv, "TMPDIR=") {
+			continue
+		}
+		out = append(out, kv)
+	}
+	return append(out, "HOME="+scratch, "TMPDIR="+scratch)
+}
+
+// planBinds turns ReadOnlyPaths into the ordered bind mounts the helper makes: pins for
+// the ancestors first (shallowest first), then the read-only binds.
+func planBinds(spec Spec) ([]bind, error) {
+	roots := append([]string{spec.Dir}, spec.WritableRoots...)
+	pinned := map[string]bool{}
+	var pins, ros []bind
+	for _, p := range spec.ReadOnlyPaths {
+		p = filepath.Clean(p)
+		fi, err := os.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%w: checking protected path %s: %v", ErrUnavailable, p, err)
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			return nil, fmt.Errorf("%w: protected path %s is a symbolic link, so it cannot be kept read-only", ErrUnavailable, p)
+		}
+		root := ""
+		for _, r := range roots {
+			r = filepath.Clean(r)
+			if p != r && strings.HasPrefix(p, r+string(filepath.Separator)) {
+				root = r
+				break
+			}
+		}
+		if root == "" {
+			return nil, fmt.Errorf("sandbox: read-only path %s is not inside a writable root", p)
+		}
+		rel, _ := filepath.Rel(root, p)
+		parts := strings.Split(rel, string(filepath.Separator))
+		for i := 1; i < len(parts); i++ {
+			a := filepath.Join(root, filepath.Join(parts[:i]...))
+			if pinned[a] {
+				continue
+			}
+			afi, err := os.Lstat(a)
+			if err != nil || afi.Mode()&fs.ModeSymlink != 0 {
+				return nil, fmt.Errorf("%w: ancestor %s of protected path is not a plain directory", ErrUnavailable, a)
+			}
+			pinned[a] = true
+			pins = append(pins, bind{Path: a})
+		}
+		ros = append(ros, bind{Path: p, ReadOnly: true})
+	}
+	// Shallow pins first, so deeper mounts land on the pinned mounts.
+	sortByDepth(pins)
+	return append(pins, ros...), nil
+}
+
+func sortByDepth(b []bind) {
+	depth := func(s string) int { return strings.Count(s, string(filepath.Separator)) }
+	for i := 1; i < len(b); i++ {
+		for j := i; j > 0 && depth(b[j].Path) < depth(b[j-1].Path); j-- {
+			b[j], b[j-1] = b[j-1], b[j]
+		}
+	}
+}
+
+// runHelper starts the re-executed helper with cfg in the given namespaces, waits for it
+// and reports its final state, or the setup failure it wrote to the status pipe.
+func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, stdout, stderr io.Writer) (*os.ProcessState, string, error) {
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox: encoding helper config: %w", err)
+	}
+	cfgR, cfgW, err := os.Pipe()
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox: config pipe: %w", err)
+	}
+	defer cfgR.Close()
+	defer cfgW.Close()
+	stR, stW, err := os.Pipe()
+	if err != nil {
+		return nil, "", fmt.Errorf("sandbox: status pipe: %w", err)
+	}
+	defer stR.Close()
+	defer stW.Close()
+
+	uid, gid := os.Getuid(), os.Getgid()
+	cmd := exec.CommandContext(ctx, "/proc/self/exe")
+	cmd.Args = []string{helperArg0}
+	cmd.Env = cfg.Env
+	cmd.Dir = "/"
+	cmd.Stdin = nil // /dev/null
+	cmd.Stdout = stdout
+	cmd.Stderr = stderr
+	cmd.ExtraFiles = []*os.File{cfgR, stW}
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:                 flags,
+		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
+		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
+		GidMappingsEnableSetgroups: false,
+		// The helper is the init of its PID namespace: killing it kills every process
+		// the command started. Pdeathsig covers toolgate itself dying.
+		Pdeathsig: syscall.SIGKILL,
+	}
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
+
+	// Pdeathsig fires when the thread that started the child exits; keep this goroutine
+	// on one thread until the child is gone.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	if err := cmd.Start(); err != nil {
+		if ctx.Err() != nil {
+			return nil, "", fmt.Errorf("sandbox: %w", ctx.Err())
+		}
+		return nil, "", fmt.Errorf("%w: starting the confined helper: %v", ErrUnavailable, err)
+	}
+	cfgR.Close()
+	stW.Close()
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_, _ = cfgW.Write(data)
+		cfgW.Close()
+	}()
+	status, _ := io.ReadAll(io.LimitReader(stR, 64<<10))
+	waitErr := cmd.Wait()
+	wg.Wait()
+	if cmd.ProcessState == nil {
+		return nil, "", fmt.Errorf("sandbox: waiting for the helper: %w", waitErr)
+	}
+	if len(status) > 0 {
+		return cmd.ProcessState, string(bytes.TrimSpace(status)), nil
+	}
+	return cmd.ProcessState, "", nil
+}
+
+// removeAll removes the scratch directory even when the command left directories
+// without write or search permission in it.
+func removeAll(dir string) {
+	if err := os.RemoveAll(dir); err == nil {
+		return
+	}
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if d != nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
+	_ = os.RemoveAll(dir)
+}
+
+// cappedOutput collects stdout and stderr under one byte budget. Reaching the budget
+// calls stop (which kills the tree) and discards the rest.
+type cappedOutput struct {
+	mu        sync.Mutex
+	left      int
+	out, err  bytes.Buffer
+	truncated bool
+	stop      func()
+}
+
+func newCappedOutput(max int, stop func()) *cappedOutput {
+	return &cappedOutput{left: max, stop: stop}
+}
+
+type streamWriter struct {
+	c   *cappedOutput
+	buf *bytes.Buffer
+}
+
+func (c *cappedOutput) stdout() io.Writer { return streamWriter{c, &c.out} }
+func (c *cappedOutput) stderr() io.Writer { return streamWriter{c, &c.err} }
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	c := w.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.truncated {
+		return len(p), nil
+	}
+	if len(p) > c.left {
+		w.buf.Write(p[:c.left])
+		c.left = 0
+		c.truncated = true
+		c.stop()
+		return len(p), nil
+	}
+	w.buf.Write(p)
+	c.left -= len(p)
+	return len(p), nil
+}
+
+func (c *cappedOutput) result() (stdout, stderr []byte, truncated bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return bytes.Clone(c.out.Bytes()), bytes.Clone(c.err.Bytes()), c.truncated
+}

@@ -1,0 +1,121 @@
+package sandbox
+
+import (
+	"errors"
+	"time"
+)
+
+// ErrUnavailable means the confinement Run promises cannot be provided on this machine
+// (or failed to be set up for this call); the command did not run.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Defaults used when a Spec leaves a limit at zero.
+const (
+	DefaultTimeout   = 60 * time.Second
+	DefaultMaxOutput = 1 << 20
+)
+
+// DefaultReadOnlyRoots are the system directories a confined command may read and
+// execute from. Everything else outside the writable roots (home directories, /root,
+// /tmp, toolgate's data directory, /var) is neither readable nor writable. Missing
+// entries are skipped.
+var DefaultReadOnlyRoots = []string{
+	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
+	"/nix/store", "/snap", "/run/systemd/resolve", "/proc", "/sys", "/dev",
+}
+
+// Spec describes one confined command.
+type Spec struct {
+	// Argv is the command; Argv[0] is looked up in the PATH of Env when it has no slash.
+	Argv []string
+	// Dir is the working directory, absolute; it is writable.
+	Dir string
+	// Env is the child's whole environment (nothing is inherited). HOME and TMPDIR are
+	// always replaced by the per-call scratch directory.
+	Env []string
+	// AllowInternet keeps the host's network namespace; otherwise the command gets a
+	// fresh one with only a loopback interface.
+	AllowInternet bool
+	// Timeout bounds the call (DefaultTimeout when zero). On expiry the whole process
+	// tree is killed.
+	Timeout time.Duration
+	// MaxOutput caps stdout plus stderr in bytes (DefaultMaxOutput when zero). On
+	// overflow the tree is killed and Result.Truncated is set.
+	MaxOutput int
+	// WritableRoots are writable directories in addition to Dir and the scratch
+	// directory.
+	WritableRoots []string
+	// ReadOnlyRoots replaces DefaultReadOnlyRoots when non-nil.
+	ReadOnlyRoots []string
+	// ReadOnlyPaths are existing files or directories inside a writable root that must
+	// stay read-only (for example <workspace>/.git/config). Each is bind-mounted
+	// read-only and every ancestor between it and its writable root is pinned (made a
+	// mount point) so it cannot be renamed or replaced. Missing paths are skipped; a path
+	// that is a symbolic link refuses the call.
+	ReadOnlyPaths []string
+}
+
+// Result is what a confined command did.
+type Result struct {
+	Stdout, Stderr []byte
+	// ExitCode is the command's exit status, or -1 when it was killed by a signal.
+	ExitCode int
+	// Signal names the signal that ended it, if any.
+	Signal string
+	// TimedOut is set when Timeout expired and the tree was killed.
+	TimedOut bool
+	// Truncated is set when output exceeded MaxOutput and the tree was killed.
+	Truncated bool
+	Duration  time.Duration
+}
+
+// helperArg0 is the argv[0] that turns a re-executed binary into the setup helper.
+const helperArg0 = "toolgate-sandbox-helper"
+
+// Exit code the helper uses when setup fails; the status pipe says why.
+const helperSetupFailed = 125
+
+// execFailedPrefix marks a status message about the command itself (not found, not
+// executable) rather than about confinement.
+const execFailedPrefix = "exec: "
+
+// bind is one bind mount the helper makes, in order.
+type bind struct {
+	Path     string `json:"path"`
+	ReadOnly bool   `json:"ro"`
+}
+
+// helperConfig travels to the helper over an inherited pipe (fd 3), never through argv
+// or the environment.
+type helperConfig struct {
+	Mode        string   `json:"mode"` // "exec" or "probe"
+	Argv        []string `json:"argv"`
+	Env         []string `json:"env"`
+	Dir         string   `json:"dir"`
+	NewNet      bool     `json:"new_net"`
+	MountProc   bool     `json:"mount_proc"`
+	Landlock    bool     `json:"landlock"`
+	ReadOnly    []string `json:"read_only"`
+	Writable    []string `json:"writable"`
+	Binds       []bind   `json:"binds"`
+	DropCaps    bool     `json:"drop_caps"`
+	Description string   `json:"description,omitempty"`
+}
+
+
+// Capabilities is what confinement this machine provides, as measured by actually
+// starting a confined helper (not by reading sysctls).
+type Capabilities struct {
+	UserNS  bool `json:"user_namespace"`
+	PIDNS   bool `json:"pid_namespace"`
+	MountNS bool `json:"mount_namespace"`
+	NetNS   bool `json:"network_namespace"`
+	// LandlockABI is the kernel's Landlock ABI version, 0 when absent.
+	LandlockABI int `json:"landlock_abi"`
+	// Cgroup describes the cgroup hierarchy seen; cgroups are not used for confinement.
+	Cgroup string `json:"cgroup"`
+	// Available is true when Run can provide every layer it promises.
+	Available bool `json:"available"`
+	// Reason says why not, when Available is false.
+	Reason string `json:"reason,omitempty"`
+}
