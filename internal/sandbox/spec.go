@@ -102,7 +102,6 @@ type helperConfig struct {
 	Description string   `json:"description,omitempty"`
 }
 
-
 // Capabilities is what confinement this machine provides, as measured by actually
 // starting a confined helper (not by reading sysctls).
 type Capabilities struct {
