@@ -1,0 +1,201 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/rpcwire"
+)
+
+// BridgeOptions configures NewBridge. The zero value is a loopback bridge on a
+// free port at /mcp with no authorization.
+type BridgeOptions struct {
+	// Host to listen on; default 127.0.0.1.
+	Host string
+	// Port to listen on; default 0 (the OS picks a free one).
+	Port int
+	// Path of the one MCP route; default /mcp.
+	Path string
+	// Authorize validates the bearer token on every request: token is the
+	// Authorization header's bearer value, present is false when none was sent.
+	// Nil means no authorization, which callers allow only on loopback.
+	Authorize func(token string, present bool) bool
+	// AllowedHosts are Host/Origin values accepted beyond the loopback names, for
+	// a deliberate non-loopback bind.
+	AllowedHosts []string
+	ServerInfo   Implementation
+	Instructions string
+	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
+	MaxBodyBytes int64
+	// Logger receives failures (never tokens or arguments); nil discards.
+	Logger *slog.Logger
+}
+
+// Bridge is one turn's Streamable HTTP server: a loopback listener serving one
+// session whose id is fixed when the bridge is created. Requests that name no
+// session are served by it too (the seed's curl walk-through sends none); a
+// request naming any other id, or this one after the session ended, gets 404
+// unknown_session.
+type Bridge struct {
+	core    *httpCore
+	sess    *httpSession
+	srv     *http.Server
+	url     string
+	port    int
+	served  chan struct{}
+	closeMu sync.Mutex
+	closed  bool
+}
+
+// NewBridge starts listening and returns once the listener is open.
+func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
+	if turn == nil {
+		return nil, errors.New("mcpserver: NewBridge needs a Turn")
+	}
+	host := opts.Host
+	if host == "" {
+		host = "127.0.0.1"
+	}
+	path := opts.Path
+	if path == "" {
+		path = "/mcp"
+	}
+	logger := opts.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	maxBody := opts.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = DefaultMaxBodyBytes
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
+	if err != nil {
+		return nil, fmt.Errorf("opening the bridge listener: %w", err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger)
+	var authn func(string, bool) (string, bool)
+	if opts.Authorize != nil {
+		authorize := opts.Authorize
+		authn = func(token string, present bool) (string, bool) { return "", authorize(token, present) }
+	}
+	b := &Bridge{
+		sess: sess,
+		port: port,
+		core: &httpCore{
+			path:         path,
+			guard:        newGuard(opts.AllowedHosts),
+			authenticate: authn,
+			limits:       rpcwire.Limits{MaxBytes: int(maxBody)},
+			maxBody:      maxBody,
+			store:        &bridgeStore{sess: sess},
+			log:          logger,
+		},
+		served: make(chan struct{}),
+	}
+	urlHost := host
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		urlHost = "127.0.0.1"
+	}
+	b.url = "http://" + net.JoinHostPort(urlHost, strconv.Itoa(port)) + path
+	b.srv = &http.Server{
+		Handler:           b.core,
+		ReadHeaderTimeout: 10 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          log.New(discardWriter{}, "", 0),
+	}
+	go func() {
+		defer close(b.served)
+		_ = b.srv.Serve(ln)
+	}()
+	return b, nil
+}
+
+type discardWriter struct{}
+
+func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
+
+// URL is the MCP endpoint, e.g. http://127.0.0.1:53124/mcp.
+func (b *Bridge) URL() string { return b.url }
+
+// Port is the port the bridge listens on.
+func (b *Bridge) Port() int { return b.port }
+
+// SessionID is the bridge's one session id, sent as mcp-session-id.
+func (b *Bridge) SessionID() string { return b.sess.id }
+
+// Done is closed once the session ended (a DELETE, or Close).
+func (b *Bridge) Done() <-chan struct{} { return b.sess.ended }
+
+// ServeHTTP serves the bridge's route on another server too; after the session
+// ended it keeps answering 404 unknown_session.
+func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.core.ServeHTTP(w, r) }
+
+// Close ends the session (cancelling calls in flight and closing the Turn when it
+// is an io.Closer) and stops the listener, waiting up to five seconds for
+// requests in flight to finish.
+func (b *Bridge) Close() error {
+	b.closeMu.Lock()
+	if b.closed {
+		b.closeMu.Unlock()
+		return nil
+	}
+	b.closed = true
+	b.closeMu.Unlock()
+	b.sess.end()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := b.srv.Shutdown(ctx)
+	if err != nil {
+		err = b.srv.Close()
+	}
+	<-b.served
+	if err != nil {
+		return fmt.Errorf("closing the bridge: %w", err)
+	}
+	return nil
+}
+
+type bridgeStore struct{ sess *httpSession }
+
+func (s *bridgeStore) lookup(id, principal string) *httpSession {
+	if id != s.sess.id || s.sess.isEnded() || principal != s.sess.principal {
+		return nil
+	}
+	return s.sess
+}
+
+func (s *bridgeStore) implicit(string) *httpSession {
+	if s.sess.isEnded() {
+		return nil
+	}
+	return s.sess
+}
+
+func (s *bridgeStore) create(context.Context, string) (*httpSession, refusal) {
+	return nil, refuseUnknownSession
+}
+
+func (s *bridgeStore) remove(*httpSession) {}
+
+// StaticToken returns an Authorize function accepting exactly token, compared in
+// constant time. An empty token accepts nothing.
+func StaticToken(token string) func(string, bool) bool {
+	want := []byte(token)
+	return func(got string, present bool) bool {
+		if !present || len(want) == 0 {
+			return false
+		}
+		return subtle.ConstantTimeCompare([]byte(got), want) == 1
+	}
+}

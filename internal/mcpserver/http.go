@@ -1,0 +1,397 @@
+package mcpserver
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/rpcwire"
+)
+
+const (
+	headerSessionID       = "Mcp-Session-Id"
+	headerProtocolVersion = "Mcp-Protocol-Version"
+
+	// DefaultMaxBodyBytes caps a POST body; larger bodies get 413.
+	DefaultMaxBodyBytes = rpcwire.MaxMessageBytes
+	// batchWorkers bounds how many messages of one batch run at once.
+	batchWorkers = 8
+)
+
+// httpSession is one MCP session over Streamable HTTP.
+type httpSession struct {
+	id        string
+	principal string
+	conn      *conn
+	turn      Turn
+	ctx       context.Context
+	cancel    context.CancelFunc
+	log       *slog.Logger
+
+	lastUsed atomic.Int64 // unix nanoseconds
+	active   atomic.Int32 // POSTs being served
+	endOnce  sync.Once
+	ended    chan struct{}
+}
+
+func newSessionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger) *httpSession {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &httpSession{
+		id: newSessionID(), principal: principal, turn: turn,
+		conn: newConn(turn, info, instructions, log),
+		ctx:  ctx, cancel: cancel, log: log, ended: make(chan struct{}),
+	}
+	s.touch()
+	return s
+}
+
+func (s *httpSession) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+
+func (s *httpSession) isEnded() bool {
+	select {
+	case <-s.ended:
+		return true
+	default:
+		return false
+	}
+}
+
+// end cancels the session's calls, fails its outstanding peer requests and
+// closes its Turn when the Turn is an io.Closer. Safe to call more than once.
+func (s *httpSession) end() {
+	s.endOnce.Do(func() {
+		close(s.ended)
+		s.cancel()
+		s.conn.close()
+		if c, ok := s.turn.(io.Closer); ok {
+			if err := c.Close(); err != nil {
+				s.log.Warn("closing a turn", "err", err)
+			}
+		}
+	})
+}
+
+// sessionStore is how the HTTP core finds sessions: a Bridge has exactly one, a
+// Handler one per initialize.
+type sessionStore interface {
+	// lookup returns the live session with this id owned by principal, or nil.
+	lookup(id, principal string) *httpSession
+	// implicit returns the session serving requests that name none, or nil.
+	implicit(principal string) *httpSession
+	// create opens a new session for an initialize that named none.
+	create(ctx context.Context, principal string) (*httpSession, refusal)
+	// remove forgets an ended session.
+	remove(s *httpSession)
+}
+
+// httpCore serves the Streamable HTTP contract over a sessionStore.
+type httpCore struct {
+	path         string
+	guard        *guard
+	authenticate func(token string, present bool) (string, bool)
+	limits       rpcwire.Limits
+	maxBody      int64
+	store        sessionStore
+	log          *slog.Logger
+}
+
+// trackingWriter remembers whether anything was written, so a late panic knows
+// whether a 500 can still be sent.
+type trackingWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (t *trackingWriter) WriteHeader(code int) { t.wrote = true; t.ResponseWriter.WriteHeader(code) }
+func (t *trackingWriter) Write(b []byte) (int, error) {
+	t.wrote = true
+	return t.ResponseWriter.Write(b)
+}
+func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
+
+func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
+	w := &trackingWriter{ResponseWriter: rw}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			c.log.Error("unhandled failure serving MCP", "panic", p)
+			if !w.wrote {
+				writeRefusal(w, refuseInternal)
+			}
+		}
+	}()
+	if r.URL.Path != c.path {
+		writeRefusal(w, refuseNotFound)
+		return
+	}
+	if ref := c.guard.check(r); ref != refuseNone {
+		writeRefusal(w, ref)
+		return
+	}
+	if r.Method != http.MethodPost && r.Method != http.MethodDelete {
+		writeRefusal(w, refuseMethodNotAllowed)
+		return
+	}
+	principal, ok := c.authorize(r)
+	if !ok {
+		writeRefusal(w, refuseUnauthorized)
+		return
+	}
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) {
+		writeRefusal(w, refuseBadProtocolVersion)
+		return
+	}
+	var sess *httpSession
+	if ids, named := r.Header[headerSessionID]; named {
+		if len(ids) != 1 {
+			writeRefusal(w, refuseUnknownSession)
+			return
+		}
+		if sess = c.store.lookup(ids[0], principal); sess == nil {
+			writeRefusal(w, refuseUnknownSession)
+			return
+		}
+	}
+	if r.Method == http.MethodDelete {
+		c.serveDelete(w, sess, principal)
+		return
+	}
+	c.servePost(w, r, sess, principal)
+}
+
+// authorize reads the bearer token from the Authorization header only (never the
+// URL). A header with another scheme is refused outright.
+func (c *httpCore) authorize(r *http.Request) (string, bool) {
+	if c.authenticate == nil {
+		return "", true
+	}
+	h, present := r.Header["Authorization"]
+	if !present {
+		return c.authenticate("", false)
+	}
+	if len(h) != 1 {
+		return "", false
+	}
+	scheme, token, found := strings.Cut(h[0], " ")
+	if !found || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimSpace(token)
+	if token == "" {
+		return "", false
+	}
+	return c.authenticate(token, true)
+}
+
+func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, principal string) {
+	if sess == nil {
+		sess = c.store.implicit(principal)
+	}
+	if sess == nil {
+		writeRefusal(w, refuseUnknownSession)
+		return
+	}
+	c.store.remove(sess)
+	sess.end()
+	w.WriteHeader(http.StatusOK)
+}
+
+func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSession, principal string) {
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeRefusal(w, refuseTooLarge)
+			return
+		}
+		c.log.Debug("reading a request body", "err", err)
+		writeRPCError(w, sessionIDOf(sess), jsonrpc.ID{}, rpcwire.ParseError("body could not be read"))
+		return
+	}
+	if sess == nil {
+		sess = c.store.implicit(principal)
+	}
+	body, rpcErr := c.limits.Decode(data)
+	if rpcErr != nil {
+		writeRPCError(w, sessionIDOf(sess), jsonrpc.ID{}, rpcErr)
+		return
+	}
+	if !body.Batch && body.Items[0].Err != nil {
+		writeRPCError(w, sessionIDOf(sess), body.Items[0].ID, body.Items[0].Err)
+		return
+	}
+	if sess == nil {
+		if !hasInitialize(body) {
+			writeRefusal(w, refuseMissingSession)
+			return
+		}
+		var ref refusal
+		if sess, ref = c.store.create(r.Context(), principal); ref != refuseNone {
+			writeRefusal(w, ref)
+			return
+		}
+	}
+	sess.active.Add(1)
+	sess.touch()
+	defer func() {
+		sess.touch()
+		sess.active.Add(-1)
+	}()
+	c.answer(w, r, sess, body)
+}
+
+func sessionIDOf(s *httpSession) string {
+	if s == nil {
+		return ""
+	}
+	return s.id
+}
+
+func hasInitialize(b *rpcwire.Body) bool {
+	for _, it := range b.Items {
+		if it.Msg != nil && it.Msg.IsRequest() && it.Msg.Method == "initialize" {
+			return true
+		}
+	}
+	return false
+}
+
+// acceptsSSE reports whether the client listed text/event-stream in Accept.
+func acceptsSSE(r *http.Request) bool {
+	for _, v := range r.Header.Values("Accept") {
+		for _, part := range strings.Split(v, ",") {
+			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// answer runs a decoded body and writes the answers in input order: 202 when
+// there are none, else 200 with JSON (an array for a batch) or SSE events when
+// the client accepts text/event-stream. Over SSE a Peer may send requests on the
+// same stream before the answers.
+func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession, body *rpcwire.Body) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	stop := context.AfterFunc(sess.ctx, cancel)
+	defer stop()
+
+	var stream *sseStream
+	peer := Peer(peerFunc{c: sess.conn})
+	if acceptsSSE(r) {
+		stream = &sseStream{w: w, sessionID: sess.id}
+		peer = peerFunc{c: sess.conn, send: stream.send}
+	}
+	answers, panicked := sess.conn.runItems(ctx, body.Items, peer)
+	if panicked && (stream == nil || !stream.isStarted()) {
+		writeRefusal(w, refuseInternal)
+		return
+	}
+	var out [][]byte
+	for _, a := range answers {
+		if a != nil {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		w.Header().Set(headerSessionID, sess.id)
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	if stream != nil {
+		for _, a := range out {
+			if err := stream.send(a); err != nil {
+				c.log.Debug("writing an SSE answer", "err", err)
+				return
+			}
+		}
+		return
+	}
+	w.Header().Set(headerSessionID, sess.id)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	if body.Batch {
+		_, _ = w.Write([]byte("["))
+		for i, a := range out {
+			if i > 0 {
+				_, _ = w.Write([]byte(","))
+			}
+			_, _ = w.Write(a)
+		}
+		_, _ = w.Write([]byte("]"))
+		return
+	}
+	_, _ = w.Write(out[0])
+}
+
+// sseStream frames messages as server-sent events on one POST's response. It
+// starts (status 200 and headers) with the first message.
+type sseStream struct {
+	mu        sync.Mutex
+	w         http.ResponseWriter
+	sessionID string
+	started   bool
+	err       error
+}
+
+func (s *sseStream) isStarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.started
+}
+
+func (s *sseStream) send(msg []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if !s.started {
+		h := s.w.Header()
+		h.Set(headerSessionID, s.sessionID)
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		s.w.WriteHeader(http.StatusOK)
+		s.started = true
+	}
+	// msg is compact JSON from rpcwire: it holds no raw newline, so one data line
+	// carries it.
+	if _, err := io.WriteString(s.w, "event: message\ndata: "); err != nil {
+		s.err = err
+		return err
+	}
+	if _, err := s.w.Write(msg); err != nil {
+		s.err = err
+		return err
+	}
+	if _, err := io.WriteString(s.w, "\n\n"); err != nil {
+		s.err = err
+		return err
+	}
+	if err := http.NewResponseController(s.w).Flush(); err != nil {
+		s.err = err
+		return err
+	}
+	return nil
+}

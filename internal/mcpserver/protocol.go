@@ -1,0 +1,429 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/rpcwire"
+)
+
+// Implementation names the server in initialize's serverInfo.
+type Implementation struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Protocol versions this server speaks, newest first. An initialize asking for
+// any other version (or none) is answered with LatestVersion.
+var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
+
+// LatestVersion is the version negotiated when the client's is not supported.
+const LatestVersion = "2025-11-25"
+
+// Meta keys of tools/list and tool results.
+const (
+	MetaCatalogHash = "toolgate/catalogHash"
+	MetaExecutionID = "toolgate/executionId"
+)
+
+func supportedVersion(v string) bool { return slices.Contains(SupportedVersions, v) }
+
+// errPanic marks a Turn that panicked: an unhandled failure, answered 500 over
+// HTTP (when nothing was written yet) and -32603 over stdio.
+var errPanic = errors.New("mcpserver: handler panicked")
+
+// conn is the protocol state of one MCP session, shared by both transports: the
+// negotiated version, the client's capabilities, in-flight calls (for
+// notifications/cancelled) and server-to-client requests awaiting answers.
+type conn struct {
+	turn         Turn
+	info         Implementation
+	instructions string
+	log          *slog.Logger
+
+	mu         sync.Mutex
+	version    string
+	clientCaps json.RawMessage
+	inflight   map[string]context.CancelFunc
+	pending    map[string]chan *rpcwire.Message
+	closed     bool
+
+	nextID atomic.Int64
+}
+
+func newConn(turn Turn, info Implementation, instructions string, log *slog.Logger) *conn {
+	return &conn{
+		turn: turn, info: info, instructions: instructions, log: log,
+		inflight: map[string]context.CancelFunc{},
+		pending:  map[string]chan *rpcwire.Message{},
+	}
+}
+
+// close fails every server-to-client request still waiting, refuses new ones,
+// and cancels the calls in flight.
+func (c *conn) close() {
+	c.failPending()
+	c.mu.Lock()
+	cancels := c.inflight
+	c.inflight = map[string]context.CancelFunc{}
+	c.mu.Unlock()
+	for _, cancel := range cancels {
+		cancel()
+	}
+}
+
+// failPending fails the server-to-client requests still waiting and refuses new
+// ones: nothing can answer them any more (the input ended). Calls go on.
+func (c *conn) failPending() {
+	c.mu.Lock()
+	c.closed = true
+	pending := c.pending
+	c.pending = map[string]chan *rpcwire.Message{}
+	c.mu.Unlock()
+	for _, ch := range pending {
+		close(ch)
+	}
+}
+
+// runItems answers a decoded body: invalid items get their error, notifications
+// and responses are handled at once, requests run concurrently (at most
+// batchWorkers at a time). answers has one entry per item, nil where nothing is
+// answered. panicked reports a Turn that panicked.
+func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, peer Peer) (answers [][]byte, panicked bool) {
+	answers = make([][]byte, len(items))
+	var (
+		wg  sync.WaitGroup
+		sem = make(chan struct{}, batchWorkers)
+		pan atomic.Bool
+	)
+	for i, it := range items {
+		switch {
+		case it.Err != nil:
+			answers[i] = rpcwire.Error(it.ID, it.Err)
+		case !it.Msg.IsRequest():
+			_, _ = c.handle(ctx, it.Msg, peer)
+		default:
+			wg.Add(1)
+			sem <- struct{}{}
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				a, err := c.handle(ctx, it.Msg, peer)
+				if errors.Is(err, errPanic) {
+					pan.Store(true)
+				}
+				answers[i] = a
+			}()
+		}
+	}
+	wg.Wait()
+	return answers, pan.Load()
+}
+
+// handle answers one valid message. It returns nil for notifications and for
+// responses to server-initiated requests. err is errPanic when the Turn panicked
+// (the caller decides how that is reported); the answer is then -32603.
+func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answer []byte, err error) {
+	if m.IsResponse() {
+		c.deliver(m)
+		return nil, nil
+	}
+	if m.IsNotification() {
+		c.notify(m)
+		return nil, nil
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			c.log.Error("panic while handling a request", "method", m.Method, "panic", fmt.Sprint(r))
+			answer, err = rpcwire.Error(m.ID, rpcwire.InternalError()), errPanic
+		}
+	}()
+	key := rpcwire.IDKey(m.ID)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	c.mu.Lock()
+	if !c.closed {
+		c.inflight[key] = cancel
+	}
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.inflight, key)
+		c.mu.Unlock()
+	}()
+
+	result, rpcErr := c.dispatch(ctx, m, peer)
+	if rpcErr != nil {
+		return rpcwire.Error(m.ID, rpcErr), nil
+	}
+	b, encErr := rpcwire.Result(m.ID, result)
+	if encErr != nil {
+		c.log.Error("encoding an answer", "method", m.Method, "err", encErr)
+		return rpcwire.Error(m.ID, rpcwire.InternalError()), nil
+	}
+	return b, nil
+}
+
+func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any, *jsonrpc.Error) {
+	switch m.Method {
+	case "initialize":
+		return c.initialize(m.Params)
+	case "ping":
+		return json.RawMessage(`{}`), nil
+	case "tools/list":
+		return c.listTools(ctx)
+	case "tools/call":
+		return c.callTool(ctx, m.Params, peer)
+	}
+	return nil, rpcwire.MethodNotFound(m.Method)
+}
+
+func (c *conn) notify(m *rpcwire.Message) {
+	switch m.Method {
+	case "notifications/cancelled":
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(m.Params, &p) != nil || p.RequestID == nil {
+			return
+		}
+		body, err := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(p.RequestID) + `,"method":"x"}`))
+		if err != nil || body.Items[0].Msg == nil {
+			return
+		}
+		c.mu.Lock()
+		cancel := c.inflight[rpcwire.IDKey(body.Items[0].Msg.ID)]
+		c.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+	default:
+		// notifications/initialized and anything else: nothing to answer.
+	}
+}
+
+// members splits a re-encoded object into its members by exact name.
+func members(obj json.RawMessage) (map[string]json.RawMessage, error) {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(obj, &m); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+type initializeResult struct {
+	ProtocolVersion string          `json:"protocolVersion"`
+	Capabilities    json.RawMessage `json:"capabilities"`
+	ServerInfo      Implementation  `json:"serverInfo"`
+	Instructions    string          `json:"instructions,omitempty"`
+}
+
+func (c *conn) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
+	p := map[string]json.RawMessage{}
+	if params != nil {
+		if params[0] != '{' {
+			return nil, rpcwire.InvalidParams("initialize params must be an object")
+		}
+		var err error
+		if p, err = members(params); err != nil {
+			return nil, rpcwire.InvalidParams("initialize params: " + err.Error())
+		}
+	}
+	version := LatestVersion
+	var asked string
+	if json.Unmarshal(p["protocolVersion"], &asked) == nil && supportedVersion(asked) {
+		version = asked
+	}
+	caps := p["capabilities"]
+	if len(caps) == 0 || caps[0] != '{' {
+		caps = nil
+	}
+	c.mu.Lock()
+	c.version = version
+	c.clientCaps = caps
+	c.mu.Unlock()
+	return initializeResult{
+		ProtocolVersion: version,
+		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
+		ServerInfo:      c.info,
+		Instructions:    c.instructions,
+	}, nil
+}
+
+type toolsListResult struct {
+	Tools []json.RawMessage `json:"tools"`
+	Meta  map[string]string `json:"_meta"`
+}
+
+func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
+	list, err := c.turn.ListTools(ctx)
+	if err != nil || list == nil {
+		c.log.Error("tools/list failed", "err", err)
+		return nil, rpcwire.InternalError()
+	}
+	tools := list.Tools
+	if tools == nil {
+		tools = []json.RawMessage{}
+	}
+	for _, t := range tools {
+		if !json.Valid(t) {
+			c.log.Error("tools/list: the turn returned a tool that is not JSON")
+			return nil, rpcwire.InternalError()
+		}
+	}
+	return toolsListResult{Tools: tools, Meta: map[string]string{
+		MetaCatalogHash: list.CatalogHash,
+		MetaExecutionID: list.ExecutionID,
+	}}, nil
+}
+
+func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer) (any, *jsonrpc.Error) {
+	if params == nil || params[0] != '{' {
+		return nil, rpcwire.InvalidParams("tools/call needs an object with a tool name")
+	}
+	// params was strictly decoded and re-encoded by rpcwire: no duplicate or
+	// case-variant members remain, so this ordinary decode reads what the policy
+	// decision reads.
+	// Members are looked up by their exact names (encoding/json's struct
+	// decoding would also accept "NAME").
+	p, err := members(params)
+	if err != nil {
+		return nil, rpcwire.InvalidParams("tools/call params: " + err.Error())
+	}
+	var name string
+	if json.Unmarshal(p["name"], &name) != nil || name == "" {
+		return nil, rpcwire.InvalidParams("tools/call without a tool name")
+	}
+	args := p["arguments"]
+	if string(args) == "null" {
+		args = nil
+	}
+	if args != nil && args[0] != '{' {
+		return nil, rpcwire.InvalidParams("tools/call arguments must be an object")
+	}
+	meta := p["_meta"]
+	if string(meta) == "null" || (meta != nil && meta[0] != '{') {
+		meta = nil
+	}
+	res, err := c.turn.CallTool(ctx, &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer})
+	if err != nil || res == nil {
+		c.log.Error("tools/call failed", "tool", name, "err", err)
+		return nil, rpcwire.InternalError()
+	}
+	out := *res
+	if out.Content == nil {
+		out.Content = []json.RawMessage{}
+	}
+	return out, nil
+}
+
+// request sends a server-to-client request through send and waits for the
+// client's answer, the context, or the connection's end.
+func (c *conn) request(ctx context.Context, method string, params any, send func([]byte) error) (json.RawMessage, error) {
+	if !c.capable(method) {
+		return nil, ErrPeerUnsupported
+	}
+	id := rpcwire.StringID(fmt.Sprintf("toolgate-%d", c.nextID.Add(1)))
+	b, err := rpcwire.Request(id, method, params)
+	if err != nil {
+		return nil, err
+	}
+	key := rpcwire.IDKey(id)
+	ch := make(chan *rpcwire.Message, 1)
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrPeerUnsupported
+	}
+	c.pending[key] = ch
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.pending, key)
+		c.mu.Unlock()
+	}()
+	if err := send(b); err != nil {
+		return nil, fmt.Errorf("sending %s: %w", method, err)
+	}
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case m, ok := <-ch:
+		if !ok {
+			return nil, fmt.Errorf("waiting for the answer to %s: %w", method, ErrSessionEnded)
+		}
+		if m.Error != nil {
+			return nil, m.Error
+		}
+		return m.Result, nil
+	}
+}
+
+// ErrSessionEnded is returned by Peer.Request when the session ended while the
+// request was outstanding.
+var ErrSessionEnded = errors.New("mcpserver: session ended")
+
+// deliver routes a client's answer to the waiting request; answers to nothing are
+// dropped.
+func (c *conn) deliver(m *rpcwire.Message) {
+	key := rpcwire.IDKey(m.ID)
+	c.mu.Lock()
+	ch := c.pending[key]
+	delete(c.pending, key)
+	c.mu.Unlock()
+	if ch != nil {
+		ch <- m
+	}
+}
+
+// capabilityFor names the client capability a server-to-client method needs.
+var capabilityFor = map[string]string{
+	"elicitation/create":     "elicitation",
+	"sampling/createMessage": "sampling",
+	"roots/list":             "roots",
+}
+
+func (c *conn) capable(method string) bool {
+	need, ok := capabilityFor[method]
+	if !ok {
+		return method == "ping"
+	}
+	c.mu.Lock()
+	caps := c.clientCaps
+	c.mu.Unlock()
+	var m map[string]json.RawMessage
+	if json.Unmarshal(caps, &m) != nil {
+		return false
+	}
+	v, ok := m[need]
+	return ok && string(v) != "null"
+}
+
+func (c *conn) capabilities() json.RawMessage {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clientCaps
+}
+
+// peerFunc adapts a send function to the Peer interface. A nil send means the
+// connection cannot carry server-to-client requests.
+type peerFunc struct {
+	c    *conn
+	send func([]byte) error
+}
+
+func (p peerFunc) ClientCapabilities() json.RawMessage { return p.c.capabilities() }
+
+func (p peerFunc) Request(ctx context.Context, method string, params any) (json.RawMessage, error) {
+	if p.send == nil {
+		return nil, ErrPeerUnsupported
+	}
+	return p.c.request(ctx, method, params, p.send)
+}
