@@ -5,10 +5,26 @@ package app
 
 import (
 	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/base64"
 	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync"
+	"time"
 
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/store"
 )
 
 // Options configures one App.
@@ -17,11 +33,14 @@ type Options struct {
 	DataDir string
 	// Tools are extra tools to register (for example the local tools of a workspace).
 	Tools []*kernel.Tool
+	// Logger receives internal failures; nil discards.
+	Logger *slog.Logger
 }
 
 // TurnRequest opens one turn.
 type TurnRequest struct {
-	// Principal whose grants decide the turn's catalogue and calls.
+	// Principal whose grants decide the turn's catalogue and calls. Empty means
+	// DefaultPrincipal.
 	Principal string
 	// Transport is recorded in audit events ("stdio", "http", "api").
 	Transport string
@@ -52,32 +71,258 @@ type Turn interface {
 	Close() error
 }
 
+// DefaultPrincipal is the identity used when none is given, and the one the default
+// grants and the owner token speak for.
+const DefaultPrincipal = "default"
+
+// metaDefaultsSeeded marks that the default grants were written once; removing them
+// afterwards sticks.
+const metaDefaultsSeeded = "default_grants_seeded"
+
+// DefaultGrants are written on the first open of a data directory, and never again.
+func DefaultGrants() []policy.Grant {
+	return []policy.Grant{
+		{Principal: DefaultPrincipal, Tool: "local.*", Action: "*", Resource: "*", Effect: policy.Allow,
+			Note: "default: the local workspace tools, confined to the workspace"},
+		{Principal: DefaultPrincipal, Tool: "server.*", Action: "read", Effect: policy.Allow,
+			Note: "default: read-only tools of installed servers"},
+		{Principal: DefaultPrincipal, Tool: kernel.EscalateID, Action: "execute", Effect: policy.Allow,
+			Note: "default: a turn may always ask a person"},
+	}
+}
+
 // App is a running set of subsystems over one data directory.
 type App struct {
-	opts Options
+	opts     Options
+	log      *slog.Logger
+	st       *store.Store
+	k        *kernel.Kernel
+	tokenKey []byte
+
+	mu         sync.Mutex // guards lastGrants/lastNS; held only for in-memory compares
+	lastGrants []policy.Grant
+	lastNS     map[string]bool
 }
 
-// ErrNotWired is returned until the kernel wiring replaces this scaffold.
-var ErrNotWired = errors.New("app: kernel not wired yet")
-
-// Open opens (creating if needed) the data directory and its store.
+// Open opens (creating if needed) the data directory and its store, seeds the default
+// grants on first creation, and registers opts.Tools.
 func Open(ctx context.Context, opts Options) (*App, error) {
-	return &App{opts: opts}, nil
+	if opts.DataDir == "" {
+		return nil, errors.New("app: no data directory")
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	st, err := store.Open(ctx, opts.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("opening the store in %s: %w", opts.DataDir, err)
+	}
+	a := &App{opts: opts, log: log, st: st}
+	if err := a.init(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	return a, nil
 }
 
-// OpenTurn resolves a principal's catalogue once and returns the turn serving it.
-func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
-	return nil, ErrNotWired
+func (a *App) init(ctx context.Context) error {
+	var err error
+	if a.tokenKey, err = a.st.Key(ctx, "token"); err != nil {
+		return fmt.Errorf("reading the token key: %w", err)
+	}
+	argKey, err := a.st.Key(ctx, "audit-hmac")
+	if err != nil {
+		return fmt.Errorf("reading the audit key: %w", err)
+	}
+	if err := seedDefaults(ctx, a.st); err != nil {
+		return err
+	}
+	a.k, err = kernel.New(kernel.Options{
+		Audit:       a.st,
+		Escalations: escalations{a.st},
+		HashArgs:    func(args map[string]any) map[string]string { return audit.HashArgs(argKey, args) },
+		Logger:      a.log,
+	})
+	if err != nil {
+		return err
+	}
+	if err := a.k.Register(a.opts.Tools...); err != nil {
+		return fmt.Errorf("registering tools: %w", err)
+	}
+	return a.refresh(ctx)
 }
+
+func seedDefaults(ctx context.Context, st *store.Store) error {
+	_, done, err := st.Meta(ctx, metaDefaultsSeeded)
+	if err != nil {
+		return fmt.Errorf("reading store meta: %w", err)
+	}
+	if done {
+		return nil
+	}
+	for _, g := range DefaultGrants() {
+		if _, err := st.AddGrant(ctx, g); err != nil {
+			return fmt.Errorf("seeding default grants: %w", err)
+		}
+	}
+	if err := st.SetMeta(ctx, metaDefaultsSeeded, time.Now().UTC().Format(time.RFC3339)); err != nil {
+		return fmt.Errorf("seeding default grants: %w", err)
+	}
+	return nil
+}
+
+// escalations adapts the store to the kernel's EscalationLog.
+type escalations struct{ st *store.Store }
+
+func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) error {
+	return e.st.AddEscalation(ctx, store.Escalation{ID: x.ID, TurnID: x.TurnID, CallID: x.CallID,
+		Principal: x.Principal, Reason: x.Reason, Note: x.Note, CreatedAt: x.CreatedAt})
+}
+
+// refresh reloads grants and namespace switches from the store (another process, such
+// as `toolgate grant add`, may have changed them) and recompiles the policy only when
+// the grants changed.
+func (a *App) refresh(ctx context.Context) error {
+	grants, err := a.st.ListGrants(ctx)
+	if err != nil {
+		return fmt.Errorf("loading grants: %w", err)
+	}
+	ns, err := a.st.Namespaces(ctx)
+	if err != nil {
+		return fmt.Errorf("loading namespaces: %w", err)
+	}
+	a.mu.Lock()
+	grantsChanged := !reflect.DeepEqual(grants, a.lastGrants)
+	nsChanged := !reflect.DeepEqual(ns, a.lastNS)
+	a.mu.Unlock()
+	if grantsChanged {
+		if err := a.k.SetGrants(grants); err != nil {
+			// Fail closed: an unreadable grant (a deny among them) must not be skipped.
+			return fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
+		}
+	}
+	if nsChanged {
+		a.k.SetNamespaces(ns)
+	}
+	a.mu.Lock()
+	a.lastGrants, a.lastNS = grants, ns
+	a.mu.Unlock()
+	return nil
+}
+
+// OpenTurn resolves a principal's catalogue once and returns the turn serving it. The
+// grants and namespace switches are re-read from the store first.
+func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
+	if req.Principal == "" {
+		req.Principal = DefaultPrincipal
+	}
+	if err := a.refresh(ctx); err != nil {
+		return nil, fmt.Errorf("opening a turn: %w", err)
+	}
+	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias})
+	if err != nil {
+		return nil, err
+	}
+	return turn{t}, nil
+}
+
+// turn adapts *kernel.Turn to Turn.
+type turn struct{ *kernel.Turn }
+
+func (t turn) Outcome() Outcome { return Outcome(t.Turn.Outcome()) }
+
+// Register adds tools to the running kernel (for example an upstream server's catalogue
+// once it is ready).
+func (a *App) Register(tools ...*kernel.Tool) error { return a.k.Register(tools...) }
+
+// Store is the App's store, for the commands that manage grants, audit and escalations.
+func (a *App) Store() *store.Store { return a.st }
+
+// Kernel is the App's kernel.
+func (a *App) Kernel() *kernel.Kernel { return a.k }
+
+// MaxTokenTTL bounds MintToken's ttl.
+const MaxTokenTTL = 30 * 24 * time.Hour
 
 // MintToken issues an execution token identifying principal and session. It carries no
 // authority: every call is still authorized against a grant.
 func (a *App) MintToken(principal, session string, ttlSeconds int) (string, error) {
-	return "", ErrNotWired
+	if ttlSeconds <= 0 {
+		return "", fmt.Errorf("minting a token: ttl must be positive, got %ds", ttlSeconds)
+	}
+	ttl := time.Duration(ttlSeconds) * time.Second
+	if ttl > MaxTokenTTL {
+		return "", fmt.Errorf("minting a token: ttl %s is longer than the %s limit", ttl, MaxTokenTTL)
+	}
+	now := time.Now()
+	return exectoken.Mint(a.tokenKey, exectoken.Claims{Principal: principal, Session: session, IssuedAt: now, Expires: now.Add(ttl)})
 }
 
 // VerifyToken checks an execution token and returns the principal it identifies.
-func (a *App) VerifyToken(token string) (principal string, ok bool) { return "", false }
+func (a *App) VerifyToken(token string) (principal string, ok bool) {
+	c, err := exectoken.Verify(a.tokenKey, token, time.Now())
+	if err != nil {
+		return "", false
+	}
+	return c.Principal, true
+}
+
+// OwnerTokenFile is the owner token's file name inside the data directory.
+const OwnerTokenFile = "owner-token"
+
+// OwnerToken returns the data directory's owner token, creating it (0600) on first use.
+// created reports whether this call created it.
+func (a *App) OwnerToken() (tok string, created bool, err error) {
+	p := filepath.Join(a.opts.DataDir, OwnerTokenFile)
+	if b, err := os.ReadFile(p); err == nil {
+		tok = strings.TrimSpace(string(b))
+		if len(tok) < 32 {
+			return "", false, fmt.Errorf("owner token %s is too short; delete it to make a new one", p)
+		}
+		return tok, false, nil
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return "", false, fmt.Errorf("reading the owner token: %w", err)
+	}
+	var b [32]byte
+	_, _ = rand.Read(b[:])
+	tok = "tgo_" + base64.RawURLEncoding.EncodeToString(b[:])
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, os.ErrExist) {
+		return a.OwnerToken() // another process won the race
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("creating the owner token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		os.Remove(p)
+		return "", false, fmt.Errorf("writing the owner token: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return "", false, fmt.Errorf("writing the owner token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", false, fmt.Errorf("writing the owner token: %w", err)
+	}
+	return tok, true, nil
+}
+
+// Authenticate maps a bearer token to a principal: the owner token speaks for
+// DefaultPrincipal, an execution token for the principal it names. Comparison with the
+// owner token is constant-time.
+func (a *App) Authenticate(owner string) func(token string, present bool) (string, bool) {
+	return func(token string, present bool) (string, bool) {
+		if !present || token == "" {
+			return "", false
+		}
+		if owner != "" && subtle.ConstantTimeCompare([]byte(token), []byte(owner)) == 1 {
+			return DefaultPrincipal, true
+		}
+		return a.VerifyToken(token)
+	}
+}
 
 // Close releases the store.
-func (a *App) Close() error { return nil }
+func (a *App) Close() error { return a.st.Close() }

@@ -1,0 +1,235 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+func localTool(ran *int) *kernel.Tool {
+	return &kernel.Tool{ID: "local.echo", Description: "echo", InputSchema: json.RawMessage(`{"type":"object","properties":{"secret":{"type":"string"}}}`),
+		Run: func(_ context.Context, c *kernel.Call) (*kernel.Output, error) {
+			*ran++
+			return &kernel.Output{Text: "hi " + c.Principal}, nil
+		}}
+}
+
+func listNames(t *testing.T, tr app.Turn) []string {
+	t.Helper()
+	l, err := tr.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, raw := range l.Tools {
+		var v struct{ Name string }
+		json.Unmarshal(raw, &v)
+		out = append(out, v.Name)
+	}
+	return out
+}
+
+func TestOpenSeedsDefaultsOnce(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := a.Store().ListGrants(ctx)
+	if err != nil || len(gs) != 3 {
+		t.Fatalf("default grants %+v, %v", gs, err)
+	}
+	tr, err := a.OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(listNames(t, tr), ","); got != "local.echo,toolgate.escalate" {
+		t.Errorf("default catalogue %s", got)
+	}
+	// Remove the local grant: it stays removed after reopening.
+	for _, g := range gs {
+		if g.Tool == "local.*" {
+			if err := a.Store().RemoveGrant(ctx, g.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	a.Close()
+	a, err = app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	gs, _ = a.Store().ListGrants(ctx)
+	if len(gs) != 2 {
+		t.Errorf("defaults re-seeded: %+v", gs)
+	}
+	tr, _ = a.OpenTurn(ctx, app.TurnRequest{})
+	if got := strings.Join(listNames(t, tr), ","); got != "toolgate.escalate" {
+		t.Errorf("after removing local.*: %s", got)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("data dir mode %v, %v", fi.Mode(), err)
+	}
+}
+
+func TestCallsAreAuditedInTheStore(t *testing.T) {
+	ctx := context.Background()
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "default", Transport: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{"secret":"hunter2"}`)})
+	if err != nil || r.IsError {
+		t.Fatalf("call: %+v %v", r, err)
+	}
+	r, _ = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "toolgate.escalate", Arguments: json.RawMessage(`{"reason":"need a human"}`)})
+	if r.IsError || tr.Outcome() != app.OutcomeEscalated {
+		t.Fatalf("escalate: %+v outcome %s", r, tr.Outcome())
+	}
+	r, _ = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo"})
+	if r.Meta["toolgate/code"] != "escalation_pending" {
+		t.Errorf("after escalating: %+v", r)
+	}
+	evs, err := a.Store().ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != 3 || evs[0].Decision != audit.Allowed || evs[1].Decision != audit.Escalated || evs[2].Decision != audit.Denied {
+		t.Fatalf("events %+v", evs)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain: %v", err)
+	}
+	b, _ := json.Marshal(evs)
+	if strings.Contains(string(b), "hunter2") || evs[0].Args["secret"] == "" {
+		t.Errorf("argument stored in clear or not at all: %v", evs[0].Args)
+	}
+	esc, err := a.Store().ListEscalations(ctx, "pending")
+	if err != nil || len(esc) != 1 || esc[0].Reason != "need a human" || esc[0].TurnID != tr.ID() {
+		t.Errorf("escalations %+v %v", esc, err)
+	}
+}
+
+// A store that cannot write refuses the call with audit_unavailable, and the tool does
+// not run.
+func TestAuditFailureRefuses(t *testing.T) {
+	ctx := context.Background()
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := a.OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Store().Close()
+	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.IsError || r.Meta["toolgate/code"] != "audit_unavailable" || ran != 0 {
+		t.Errorf("closed store: %+v, ran %d", r, ran)
+	}
+}
+
+func TestTokens(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	a, err := app.Open(ctx, app.Options{DataDir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tok, err := a.MintToken("alice", "s1", 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := a.VerifyToken(tok); !ok || p != "alice" {
+		t.Errorf("VerifyToken = %q %v", p, ok)
+	}
+	for _, bad := range []string{"", "x", tok + "x", strings.ToUpper(tok)} {
+		if _, ok := a.VerifyToken(bad); ok {
+			t.Errorf("VerifyToken(%q) accepted", bad)
+		}
+	}
+	if _, err := a.MintToken("alice", "s", 0); err == nil {
+		t.Errorf("zero ttl accepted")
+	}
+	owner, created, err := a.OwnerToken()
+	if err != nil || !created {
+		t.Fatal(err, created)
+	}
+	fi, _ := os.Stat(filepath.Join(dir, app.OwnerTokenFile))
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("owner token mode %v", fi.Mode())
+	}
+	again, created, err := a.OwnerToken()
+	if err != nil || created || again != owner {
+		t.Errorf("second OwnerToken: %q %v %v", again, created, err)
+	}
+	auth := a.Authenticate(owner)
+	if p, ok := auth(owner, true); !ok || p != app.DefaultPrincipal {
+		t.Errorf("owner token: %q %v", p, ok)
+	}
+	if p, ok := auth(tok, true); !ok || p != "alice" {
+		t.Errorf("exec token: %q %v", p, ok)
+	}
+	if _, ok := auth("", false); ok {
+		t.Errorf("no token accepted")
+	}
+	if _, ok := auth(owner[:len(owner)-1], true); ok {
+		t.Errorf("truncated owner token accepted")
+	}
+}
+
+// Grants added by another process are picked up by the next turn; a grant the policy
+// cannot compile fails closed with a message naming it.
+func TestGrantChangesAndBadGrant(t *testing.T) {
+	ctx := context.Background()
+	dir := dataDir(t)
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	tr, _ := a.OpenTurn(ctx, app.TurnRequest{Principal: "bob"})
+	if n := listNames(t, tr); len(n) != 0 {
+		t.Errorf("bob sees %v", n)
+	}
+	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Action: "execute", Effect: policy.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ = a.OpenTurn(ctx, app.TurnRequest{Principal: "bob"})
+	if n := listNames(t, tr); len(n) != 1 {
+		t.Errorf("bob after grant sees %v", n)
+	}
+	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Resource: "path:a/../../b/", Effect: policy.Deny}); err != nil {
+		t.Skipf("store refuses unnormalised resources itself: %v", err)
+	}
+	if _, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "bob"}); err == nil || !strings.Contains(err.Error(), "grant rm") {
+		t.Errorf("a bad grant did not fail closed: %v", err)
+	}
+}
+
+func dataDir(t *testing.T) string { return filepath.Join(t.TempDir(), "data") }
