@@ -1,0 +1,181 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/localtools"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/workspace"
+)
+
+func init() { register(20, newMCPCmd) }
+
+type mcpFlags struct {
+	workspace     string
+	localTools    bool
+	noLocalTools  bool
+	toolPrefix    string
+	tools         string
+	profile       string
+	group         string
+	databaseDir   string
+	allowInternet bool
+}
+
+func newMCPCmd(env *Env) *cobra.Command {
+	var f mcpFlags
+	cmd := &cobra.Command{
+		Use:   "mcp",
+		Short: "Serve MCP over stdio: local tools confined to a workspace, plus the control plane",
+		Long: `toolgate mcp speaks MCP over stdin/stdout for a harness to spawn (Claude Desktop,
+Cursor, Goose, …). It publishes file, bash, git, ask_user and declarative tools confined to
+--workspace as toolgate_local_<name>, and control-plane tools as toolgate_server_<name>.
+Every call is authorized against the grants of --group and audited.
+
+Without --workspace it never uses the current directory: it creates a fresh, private
+folder under the OS temp directory (toolgate/workspace/…) and prints its path on stderr;
+if that fails, local tools are disabled and only the control plane is served.
+Stdout carries the protocol only; all diagnostics go to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("local-tools") && cmd.Flags().Changed("no-local-tools") && f.localTools == f.noLocalTools {
+				return errors.New("--local-tools and --no-local-tools contradict each other")
+			}
+			return runMCP(cmd, env, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.workspace, "workspace", "", "workspace directory the local tools are confined to (default: a fresh private folder under the OS temp directory)")
+	fl.BoolVar(&f.localTools, "local-tools", true, "publish the local tools (files, bash, git, ask_user, declarative tools)")
+	fl.BoolVar(&f.noLocalTools, "no-local-tools", false, "publish the control plane only")
+	fl.StringVar(&f.toolPrefix, "tool-prefix", localtools.DefaultPrefix, "prefix of local tool names; none for unprefixed (read_file, bash, …)")
+	fl.StringVar(&f.tools, "tools", "", "comma-separated local tools to publish (e.g. read_file,write_file,bash); default all")
+	fl.StringVar(&f.profile, "tools-profile", "", "preset set of local tools: "+strings.Join(localtools.ProfileNames(), ", ")+" (default all)")
+	fl.StringVar(&f.group, "group", app.DefaultPrincipal, "the principal whose grants apply to this session")
+	fl.StringVar(&f.databaseDir, "database-dir", "", "data directory holding the store (default: the global --data-dir resolution)")
+	fl.BoolVar(&f.allowInternet, "allow-internet", false, "let bash and declarative tools reach the network")
+	return cmd
+}
+
+func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
+	ctx := cmd.Context()
+	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	prefix, err := localtools.ParsePrefix(f.toolPrefix)
+	if err != nil {
+		return err
+	}
+	if strings.TrimSpace(f.group) == "" {
+		return errors.New("--group must not be empty")
+	}
+	dataDir := f.databaseDir
+	if dataDir != "" {
+		if dataDir, err = filepath.Abs(dataDir); err != nil {
+			return fmt.Errorf("--database-dir: %w", err)
+		}
+	} else if dataDir, err = env.DataDir(); err != nil {
+		return err
+	}
+	var names []string
+	if strings.TrimSpace(f.tools) != "" {
+		names = strings.Split(f.tools, ",")
+	}
+
+	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: buildVersion()}
+	local := f.localTools && !f.noLocalTools
+	if !local {
+		cfg.DisabledReason = "disabled by --no-local-tools"
+	} else {
+		dir := f.workspace
+		if dir == "" {
+			dir, err = freshSandbox()
+			if err != nil {
+				cfg.DisabledReason = "no workspace: " + err.Error()
+				fmt.Fprintf(env.Err, "toolgate: local tools disabled, serving the control plane only: %v\n", err)
+			} else {
+				fmt.Fprintf(env.Err, "toolgate: no --workspace given; using the fresh sandbox folder %s\n", dir)
+			}
+		}
+		if dir != "" {
+			ws, err := workspace.Open(dir)
+			if err != nil {
+				return fmt.Errorf("--workspace: %w", err)
+			}
+			defer ws.Close()
+			cfg.Workspace = ws
+			addConfinedTools(&cfg, ws)
+		}
+	}
+	if cfg.Workspace == nil {
+		// --tools and --tools-profile only name local tools; with none, they are moot
+		// (checked still, so a typo'd profile is reported).
+		if f.profile != "" {
+			if _, ok := localtools.Profiles[f.profile]; !ok {
+				return fmt.Errorf("unknown tools profile %q (known: %s)", f.profile, strings.Join(localtools.ProfileNames(), ", "))
+			}
+		}
+		cfg.Profile, cfg.Tools = "", nil
+	}
+	tools, err := localtools.Build(cfg)
+	if err != nil {
+		return err
+	}
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: localtools.Namer(prefix)})
+	if err != nil {
+		return err
+	}
+	defer turn.Close()
+	err = mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{
+		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: buildVersion()},
+		Logger:     log,
+	})
+	if err != nil && ctx.Err() == nil {
+		return fmt.Errorf("serving MCP over stdio: %w", err)
+	}
+	return nil
+}
+
+// freshSandbox creates a new private folder under <tmp>/toolgate/workspace. The shared
+// parents may already exist; they are accepted only if they are real directories owned
+// by this user and not writable by others, so another local user cannot plant a link
+// or pre-create the folder the tools are confined to.
+func freshSandbox() (string, error) {
+	base := filepath.Join(os.TempDir(), "toolgate", "workspace")
+	if err := os.MkdirAll(base, 0o700); err != nil {
+		return "", fmt.Errorf("creating %s: %w", base, err)
+	}
+	for _, d := range []string{filepath.Dir(base), base} {
+		fi, err := os.Lstat(d)
+		if err != nil {
+			return "", fmt.Errorf("checking %s: %w", d, err)
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !fi.IsDir() || fi.Mode()&os.ModeSymlink != 0 {
+			return "", fmt.Errorf("%s is not a directory", d)
+		}
+		if ok && int(st.Uid) != os.Getuid() {
+			return "", fmt.Errorf("%s belongs to another user (uid %d)", d, st.Uid)
+		}
+		if fi.Mode().Perm()&0o022 != 0 {
+			return "", fmt.Errorf("%s is writable by other users (mode %v)", d, fi.Mode().Perm())
+		}
+	}
+	dir, err := os.MkdirTemp(base, "run-")
+	if err != nil {
+		return "", fmt.Errorf("creating a folder in %s: %w", base, err)
+	}
+	return dir, nil
+}
