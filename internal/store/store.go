@@ -51,9 +51,9 @@ type Store struct {
 }
 
 // Open opens the store in dataDir, creating the directory (0700) and database file
-// (0600) on first use and applying any pending migrations. An existing directory or
-// database that group or others can access is refused rather than used, since it holds
-// keys and the audit trail.
+// (0600) on first use and applying any pending migrations. The database holds keys and
+// the audit trail, so an existing database file that group or others could read is made
+// owner-only again.
 func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if dataDir == "" {
 		return nil, errors.New("opening store: empty data directory")
@@ -92,6 +92,9 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	return s, nil
 }
 
+// ensureDir creates dir owner-only. A directory that already exists is used as it is:
+// it may be a user's own choice (TOOLGATE_HOME=$HOME/...), and what needs protecting is
+// the database file, which ensureFile keeps owner-only whatever the directory allows.
 func ensureDir(dir string) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("creating data directory: %w", err)
@@ -103,27 +106,36 @@ func ensureDir(dir string) error {
 	if !fi.IsDir() {
 		return fmt.Errorf("data directory %s is not a directory", dir)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("data directory %s is accessible by group or others (mode %04o); run `chmod 700 %s`", dir, perm, dir)
-	}
 	return nil
 }
 
+// ensureFile creates the database file 0600 before SQLite opens it (SQLite would use
+// 0644, and gives its -wal and -shm files the database file's mode), and tightens an
+// existing file that group or others can access.
 func ensureFile(path string) error {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return fmt.Errorf("creating database file: %w", err)
 	}
+	defer f.Close()
 	fi, err := f.Stat()
-	f.Close()
 	if err != nil {
 		return fmt.Errorf("checking database file: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
 		return fmt.Errorf("database %s is not a regular file", path)
 	}
-	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
-		return fmt.Errorf("database %s is accessible by group or others (mode %04o); run `chmod 600 %s`", path, perm, path)
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := f.Chmod(0o600); err != nil {
+			return fmt.Errorf("making database %s owner-only: %w", path, err)
+		}
+	}
+	for _, side := range []string{"-wal", "-shm"} {
+		if fi, err := os.Stat(path + side); err == nil && fi.Mode().Perm()&0o077 != 0 {
+			if err := os.Chmod(path+side, 0o600); err != nil {
+				return fmt.Errorf("making %s owner-only: %w", path+side, err)
+			}
+		}
 	}
 	return nil
 }
@@ -157,4 +169,3 @@ func newID(prefix string) string {
 	}
 	return prefix + hex.EncodeToString(b[:])
 }
-

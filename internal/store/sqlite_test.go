@@ -1,0 +1,23 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
+)
+
+func openTemp(t testing.TB) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestSQLite(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
+}
