@@ -1,0 +1,268 @@
+// Package httpapi is toolgate's HTTP API for your own code: GET /v1/tools lists the
+// caller's effective catalogue and POST /v1/tools/invoke calls one tool. It is a
+// surface, not a decision point: each request opens a turn on the kernel for the
+// authenticated principal, so the list is exactly what tools/list returns and an invoke
+// is exactly the ToolCall a tools/call would make, with the same result object.
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/rpcwire"
+)
+
+// Turn is what the API needs from a kernel turn.
+type Turn interface {
+	mcpserver.Turn
+	Close() error
+}
+
+// Options configures the API handler.
+type Options struct {
+	// Authenticate maps a bearer token to a principal. Required: the API never serves
+	// an anonymous caller.
+	Authenticate func(token string, present bool) (principal string, ok bool)
+	// OpenTurn opens one turn for principal (one per request).
+	OpenTurn func(ctx context.Context, principal string) (Turn, error)
+	// MaxBodyBytes caps an invoke body (default DefaultMaxBodyBytes); larger is 413.
+	MaxBodyBytes int64
+	// Logger receives internal failures; nil discards.
+	Logger *slog.Logger
+}
+
+// DefaultMaxBodyBytes is the invoke body limit, the same as an MCP message's.
+const DefaultMaxBodyBytes = rpcwire.MaxMessageBytes
+
+// Paths served.
+const (
+	PathTools  = "/v1/tools"
+	PathInvoke = "/v1/tools/invoke"
+)
+
+// New returns a handler serving GET /v1/tools and POST /v1/tools/invoke. Other methods
+// on those paths are answered 405 with an Allow header by the mux.
+func New(opts Options) (http.Handler, error) {
+	if opts.Authenticate == nil || opts.OpenTurn == nil {
+		return nil, errors.New("httpapi: Authenticate and OpenTurn are required")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	a := &api{opts}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathTools, a.list)
+	mux.HandleFunc("POST "+PathInvoke, a.invoke)
+	return mux, nil
+}
+
+type api struct{ opts Options }
+
+// Error bodies. Every non-200 answer is one of these, {"error": code[, "message"]}.
+const (
+	errUnauthorized = "unauthorized"
+	errInvalid      = "invalid_request"
+	errTooLarge     = "request_too_large"
+	errUnavailable  = "catalog_unavailable"
+	errInternal     = "internal_error"
+)
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", `Bearer realm="toolgate"`)
+	}
+	body := map[string]string{"error": code}
+	if msg != "" {
+		body["message"] = msg
+	}
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(body)
+}
+
+func writeJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, errInternal, "")
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(b)
+}
+
+// bearer extracts an "Authorization: Bearer <token>" value.
+func bearer(r *http.Request) (string, bool) {
+	vals := r.Header.Values("Authorization")
+	if len(vals) != 1 {
+		return "", false
+	}
+	scheme, tok, ok := strings.Cut(vals[0], " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	tok = strings.TrimSpace(tok)
+	return tok, tok != ""
+}
+
+// authenticate answers 401 unless the bearer token names a principal.
+func (a *api) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
+	tok, present := bearer(r)
+	principal, ok := a.opts.Authenticate(tok, present)
+	if !ok {
+		writeError(w, http.StatusUnauthorized, errUnauthorized, "")
+		return "", false
+	}
+	return principal, true
+}
+
+// open opens the principal's turn; it has answered when ok is false.
+func (a *api) open(w http.ResponseWriter, r *http.Request, principal string) (Turn, bool) {
+	t, err := a.opts.OpenTurn(r.Context(), principal)
+	if err != nil {
+		a.opts.Logger.Error("httpapi: opening a turn", "principal", principal, "err", err)
+		writeError(w, http.StatusServiceUnavailable, errUnavailable, "the catalogue could not be resolved; see the server log")
+		return nil, false
+	}
+	return t, true
+}
+
+// ToolList is the body of GET /v1/tools: the same object tools/list returns.
+type ToolList struct {
+	Tools []json.RawMessage `json:"tools"`
+	Meta  map[string]string `json:"_meta"`
+}
+
+func (a *api) list(w http.ResponseWriter, r *http.Request) {
+	principal, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	t, ok := a.open(w, r, principal)
+	if !ok {
+		return
+	}
+	defer t.Close()
+	l, err := t.ListTools(r.Context())
+	if err != nil {
+		a.opts.Logger.Error("httpapi: listing tools", "err", err)
+		writeError(w, http.StatusInternalServerError, errInternal, "")
+		return
+	}
+	tools := l.Tools
+	if tools == nil {
+		tools = []json.RawMessage{}
+	}
+	writeJSON(w, ToolList{Tools: tools, Meta: map[string]string{
+		mcpserver.MetaCatalogHash: l.CatalogHash,
+		mcpserver.MetaExecutionID: l.ExecutionID,
+	}})
+}
+
+// InvokeRequest is the body of POST /v1/tools/invoke, the params of a tools/call.
+type InvokeRequest struct {
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments,omitempty"`
+}
+
+func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
+	principal, ok := a.authenticate(w, r)
+	if !ok {
+		return
+	}
+	req, msg, status := a.decodeInvoke(w, r)
+	if req == nil {
+		code := errInvalid
+		if status == http.StatusRequestEntityTooLarge {
+			code = errTooLarge
+		}
+		writeError(w, status, code, msg)
+		return
+	}
+	t, ok := a.open(w, r, principal)
+	if !ok {
+		return
+	}
+	defer t.Close()
+	res, err := t.CallTool(r.Context(), &mcpserver.CallRequest{Name: req.Name, Arguments: req.Arguments, Peer: noPeer{}})
+	if err != nil {
+		a.opts.Logger.Error("httpapi: calling a tool", "err", err)
+		writeError(w, http.StatusInternalServerError, errInternal, "")
+		return
+	}
+	if res.Content == nil {
+		res.Content = []json.RawMessage{}
+	}
+	writeJSON(w, res)
+}
+
+// decodeInvoke reads the body with the same strict decoder MCP messages go through
+// (duplicate and case-variant members refused at every depth, size and depth limits),
+// so an invoke cannot mean something a tools/call would not.
+func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeRequest, string, int) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, fmt.Sprintf("body is larger than %d bytes", a.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge
+		}
+		return nil, "could not read the body", http.StatusBadRequest
+	}
+	trimmed := bytes.TrimSpace(body)
+	if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
+		return nil, "body must be one JSON object {\"name\", \"arguments\"}", http.StatusBadRequest
+	}
+	// json.Valid guarantees trimmed is exactly one value, so it cannot reshape the
+	// envelope it is placed in.
+	env := make([]byte, 0, len(trimmed)+64)
+	env = append(env, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`...)
+	env = append(env, trimmed...)
+	env = append(env, '}')
+	dec, jerr := rpcwire.Limits{MaxBytes: int(a.opts.MaxBodyBytes) + 64}.Decode(env)
+	if jerr != nil {
+		return nil, jerr.Message, http.StatusBadRequest
+	}
+	if len(dec.Items) != 1 || dec.Items[0].Msg == nil {
+		msg := "invalid body"
+		if len(dec.Items) == 1 && dec.Items[0].Err != nil {
+			msg = dec.Items[0].Err.Message
+		}
+		return nil, msg, http.StatusBadRequest
+	}
+	d := json.NewDecoder(bytes.NewReader(dec.Items[0].Msg.Params))
+	d.DisallowUnknownFields()
+	var req InvokeRequest
+	if err := d.Decode(&req); err != nil {
+		return nil, "body must be {\"name\": string, \"arguments\": object}: " + err.Error(), http.StatusBadRequest
+	}
+	if req.Name == "" {
+		return nil, "name is required", http.StatusBadRequest
+	}
+	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return nil, "arguments must be a JSON object", http.StatusBadRequest
+	}
+	return &req, "", 0
+}
+
+// noPeer is the API's Peer: an HTTP API caller cannot be asked anything mid-call.
+type noPeer struct{}
+
+func (noPeer) ClientCapabilities() json.RawMessage { return nil }
+func (noPeer) Request(context.Context, string, any) (json.RawMessage, error) {
+	return nil, mcpserver.ErrPeerUnsupported
+}
