@@ -188,6 +188,8 @@ func (s *bridgeStore) create(context.Context, string) (*httpSession, refusal) {
 
 func (s *bridgeStore) remove(*httpSession) {}
 
+func (s *bridgeStore) creates() bool { return false }
+
 // StaticToken returns an Authorize function accepting exactly token, compared in
 // constant time. An empty token accepts nothing.
 func StaticToken(token string) func(string, bool) bool {

@@ -138,6 +138,8 @@ func (g *registry) lookup(id, principal string) *httpSession {
 
 func (g *registry) implicit(string) *httpSession { return nil }
 
+func (g *registry) creates() bool { return true }
+
 func (g *registry) create(ctx context.Context, principal string) (*httpSession, refusal) {
 	g.mu.Lock()
 	if g.closed {

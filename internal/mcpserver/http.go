@@ -97,6 +97,9 @@ type sessionStore interface {
 	create(ctx context.Context, principal string) (*httpSession, refusal)
 	// remove forgets an ended session.
 	remove(s *httpSession)
+	// creates reports whether initialize opens new sessions (a Handler) or a
+	// missing session means the only one has ended (a Bridge).
+	creates() bool
 }
 
 // httpCore serves the Streamable HTTP contract over a sessionStore.
@@ -238,6 +241,10 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		return
 	}
 	if sess == nil {
+		if !c.store.creates() {
+			writeRefusal(w, refuseUnknownSession)
+			return
+		}
 		if !hasInitialize(body) {
 			writeRefusal(w, refuseMissingSession)
 			return

@@ -1,6 +1,7 @@
 package rpcwire
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"unicode/utf8"
@@ -9,6 +10,18 @@ import (
 )
 
 func bytesValidUTF8(b []byte) bool { return utf8.Valid(b) }
+
+// marshal is json.Marshal without HTML escaping, so "<&>" in a tool's output
+// travels as written.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimRight(buf.Bytes(), "\n"), nil
+}
 
 // EncodeID returns the wire form of id: a JSON string, integer, or null for the
 // zero ID.
@@ -50,7 +63,7 @@ func Result(id jsonrpc.ID, result any) ([]byte, error) {
 	case json.RawMessage:
 		raw = r
 	default:
-		b, err := json.Marshal(r)
+		b, err := marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("encoding result: %w", err)
 		}
@@ -59,7 +72,7 @@ func Result(id jsonrpc.ID, result any) ([]byte, error) {
 	if !json.Valid(raw) {
 		return nil, fmt.Errorf("encoding result: not valid JSON")
 	}
-	b, err := json.Marshal(wireResult{JSONRPC: "2.0", ID: EncodeID(id), Result: raw})
+	b, err := marshal(wireResult{JSONRPC: "2.0", ID: EncodeID(id), Result: raw})
 	if err != nil {
 		return nil, fmt.Errorf("encoding result: %w", err)
 	}
@@ -71,7 +84,7 @@ func Error(id jsonrpc.ID, e *jsonrpc.Error) []byte {
 	if e.Data != nil && !json.Valid(e.Data) {
 		e = &jsonrpc.Error{Code: e.Code, Message: e.Message}
 	}
-	b, err := json.Marshal(wireError{JSONRPC: "2.0", ID: EncodeID(id), Error: e})
+	b, err := marshal(wireError{JSONRPC: "2.0", ID: EncodeID(id), Error: e})
 	if err != nil {
 		// Only a broken Data could fail, and it was dropped above.
 		panic(fmt.Sprintf("rpcwire: encoding an error answer: %v", err))
@@ -88,7 +101,7 @@ func Request(id jsonrpc.ID, method string, params any) ([]byte, error) {
 		case json.RawMessage:
 			raw = p
 		default:
-			b, err := json.Marshal(p)
+			b, err := marshal(p)
 			if err != nil {
 				return nil, fmt.Errorf("encoding %s params: %w", method, err)
 			}
@@ -99,7 +112,7 @@ func Request(id jsonrpc.ID, method string, params any) ([]byte, error) {
 	if id.IsValid() {
 		w.ID = EncodeID(id)
 	}
-	b, err := json.Marshal(w)
+	b, err := marshal(w)
 	if err != nil {
 		return nil, fmt.Errorf("encoding %s request: %w", method, err)
 	}

@@ -1,0 +1,290 @@
+package mcpserver_test
+
+import (
+	"bufio"
+	"context"
+	"flag"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/txtar"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+)
+
+var update = flag.Bool("update", false, "rewrite the expected responses of testdata/wire/*.txtar")
+
+// wireHeaders are the response headers the golden files pin.
+var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Session-Id", "Www-Authenticate"}
+
+// A wire file is a prose comment, then directives (lines "key: value" in the
+// comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N),
+// then alternating "request" and "response" files. A request is raw HTTP; in it
+// {{session}} is the session id the server issued and {{foreign}} an id no server
+// issued. A response is "HTTP <status>", the pinned headers, a blank line and the
+// body; the session id is written as {{session}}.
+type wireCase struct {
+	server  string
+	tokens  map[string]string
+	maxBody int64
+}
+
+func parseDirectives(t *testing.T, comment string) wireCase {
+	wc := wireCase{server: "bridge"}
+	for _, line := range strings.Split(comment, "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok {
+			continue
+		}
+		v = strings.TrimSpace(v)
+		switch strings.TrimSpace(k) {
+		case "server":
+			wc.server = v
+		case "auth":
+			wc.tokens = map[string]string{}
+			for _, tok := range strings.Split(v, ",") {
+				tk, principal, _ := strings.Cut(strings.TrimSpace(tok), "=")
+				wc.tokens[tk] = principal
+			}
+		case "max-body":
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				t.Fatalf("max-body: %v", err)
+			}
+			wc.maxBody = n
+		}
+	}
+	return wc
+}
+
+// wireServer is the server under test plus the session id to substitute.
+type wireServer struct {
+	h       http.Handler
+	session string
+	close   func()
+}
+
+func newWireServer(t *testing.T, wc wireCase) *wireServer {
+	t.Helper()
+	info := mcpserver.Implementation{Name: "toolgate", Version: "test"}
+	switch wc.server {
+	case "bridge":
+		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody}
+		if wc.tokens != nil {
+			var toks []string
+			for k := range wc.tokens {
+				toks = append(toks, k)
+			}
+			opts.Authorize = func(token string, present bool) bool {
+				for _, k := range toks {
+					if mcpserver.StaticToken(k)(token, present) {
+						return true
+					}
+				}
+				return false
+			}
+		}
+		b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &wireServer{h: b, session: b.SessionID(), close: func() { _ = b.Close() }}
+	case "handler":
+		opts := mcpserver.HandlerOptions{
+			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody,
+			OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
+				return mcpservertest.NewTurn(), nil
+			},
+		}
+		if wc.tokens != nil {
+			opts.Authenticate = func(token string, present bool) (string, bool) {
+				for k, p := range wc.tokens {
+					if mcpserver.StaticToken(k)(token, present) {
+						return p, true
+					}
+				}
+				return "", false
+			}
+		}
+		h := mcpserver.NewHandler(opts)
+		return &wireServer{h: h, close: func() { _ = h.Close() }}
+	}
+	t.Fatalf("unknown server %q", wc.server)
+	return nil
+}
+
+const foreignSession = "0123456789abcdef0123456789abcdef"
+
+func (s *wireServer) do(t *testing.T, raw string) string {
+	t.Helper()
+	raw = strings.ReplaceAll(raw, "{{session}}", s.session)
+	raw = strings.ReplaceAll(raw, "{{foreign}}", foreignSession)
+	head, body, _ := strings.Cut(raw, "\n\n")
+	body = strings.TrimSuffix(body, "\n")
+	body = expandBody(body)
+	req, err := http.ReadRequest(bufio.NewReader(strings.NewReader(head + "\n\n")))
+	if err != nil {
+		t.Fatalf("parsing request: %v\n%s", err, head)
+	}
+	req.Body = http.NoBody
+	if body != "" {
+		req.Body = httpBody(body)
+		req.ContentLength = int64(len(body))
+	}
+	req.RequestURI = ""
+	rec := httptest.NewRecorder()
+	s.h.ServeHTTP(rec, req)
+	res := rec.Result()
+	sid := res.Header.Get("Mcp-Session-Id")
+	if sid != "" && s.session == "" {
+		s.session = sid
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "HTTP %d\n", res.StatusCode)
+	for _, h := range wireHeaders {
+		if v := res.Header.Get(h); v != "" {
+			if h == "Mcp-Session-Id" && v == s.session {
+				v = "{{session}}"
+			}
+			fmt.Fprintf(&sb, "%s: %s\n", h, v)
+		}
+	}
+	sb.WriteString("\n")
+	sb.WriteString(rec.Body.String())
+	out := sb.String()
+	if !strings.HasSuffix(out, "\n") {
+		out += "\n"
+	}
+	return out
+}
+
+// expandBody lets a file describe a large body: "{{repeat N X}}" becomes X
+// repeated N times.
+func expandBody(body string) string {
+	for {
+		i := strings.Index(body, "{{repeat ")
+		if i < 0 {
+			return body
+		}
+		j := strings.Index(body[i:], "}}")
+		parts := strings.SplitN(body[i+len("{{repeat "):i+j], " ", 2)
+		n, _ := strconv.Atoi(parts[0])
+		body = body[:i] + strings.Repeat(parts[1], n) + body[i+j+2:]
+	}
+}
+
+type stringBody struct{ *strings.Reader }
+
+func (stringBody) Close() error { return nil }
+
+func httpBody(s string) stringBody { return stringBody{strings.NewReader(s)} }
+
+func wireFiles(t *testing.T) []string {
+	files, err := filepath.Glob(filepath.Join("testdata", "wire", "*.txtar"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no wire files: %v", err)
+	}
+	sort.Strings(files)
+	return files
+}
+
+// TestWire replays every golden file in testdata/wire against a fresh server.
+func TestWire(t *testing.T) {
+	for _, file := range wireFiles(t) {
+		t.Run(strings.TrimSuffix(filepath.Base(file), ".txtar"), func(t *testing.T) {
+			ar, err := txtar.ParseFile(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wc := parseDirectives(t, string(ar.Comment))
+			srv := newWireServer(t, wc)
+			defer srv.close()
+			var out []txtar.File
+			changed := false
+			for i := 0; i < len(ar.Files); i++ {
+				f := ar.Files[i]
+				if f.Name != "request" {
+					t.Fatalf("file %d is %q, want request", i, f.Name)
+				}
+				got := srv.do(t, string(f.Data))
+				out = append(out, f)
+				want := ""
+				if i+1 < len(ar.Files) && ar.Files[i+1].Name == "response" {
+					want = string(ar.Files[i+1].Data)
+					i++
+				}
+				if got != want {
+					if *update {
+						changed = true
+					} else {
+						t.Errorf("request %d:\n%s\ngot:\n%s\nwant:\n%s", len(out), f.Data, got, want)
+					}
+				}
+				out = append(out, txtar.File{Name: "response", Data: []byte(got)})
+			}
+			if *update && changed {
+				ar.Files = out
+				if err := os.WriteFile(file, txtar.Format(ar), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestHTTPContractDoc checks docs/http-contract.md against the golden files:
+// every table row names a wire file with a response of the row's status.
+func TestHTTPContractDoc(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "http-contract.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := 0
+	covered := map[string]bool{}
+	for _, line := range strings.Split(string(doc), "\n") {
+		if !strings.HasPrefix(line, "|") || strings.Contains(line, "---") {
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), "|")
+		if len(cells) < 4 {
+			continue
+		}
+		status := strings.Trim(strings.TrimSpace(cells[1]), "`")
+		golden := strings.Trim(strings.TrimSpace(cells[len(cells)-1]), "`")
+		if !strings.HasSuffix(golden, ".txtar") {
+			continue
+		}
+		rows++
+		covered[golden] = true
+		ar, err := txtar.ParseFile(filepath.Join("testdata", "wire", golden))
+		if err != nil {
+			t.Errorf("row %q: %v", line, err)
+			continue
+		}
+		found := false
+		for _, f := range ar.Files {
+			if f.Name == "response" && strings.HasPrefix(string(f.Data), "HTTP "+status+"\n") {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("docs say %s for %s, but no response in the golden file has that status", status, golden)
+		}
+	}
+	if rows < 12 {
+		t.Errorf("only %d rows reference golden files", rows)
+	}
+	for _, file := range wireFiles(t) {
+		if !covered[filepath.Base(file)] {
+			t.Errorf("%s is not listed in docs/http-contract.md", filepath.Base(file))
+		}
+	}
+}
