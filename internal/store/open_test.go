@@ -1,0 +1,396 @@
+package store_test
+
+import (
+	"bufio"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/store"
+	_ "modernc.org/sqlite"
+)
+
+// helperEnv makes the test binary act as a second process appending to a store; see
+// TestMain.
+const helperEnv = "TOOLGATE_STORE_HELPER"
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode))
+	}
+	os.Exit(m.Run())
+}
+
+// helper runs in a child process: "append DIR NAME N" appends N events as principal
+// NAME; "stream DIR" appends forever, printing each seq only after AppendAudit returned.
+func helper(mode string) int {
+	f := strings.Fields(mode)
+	ctx := context.Background()
+	s, err := store.Open(ctx, f[1])
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	defer s.Close()
+	switch f[0] {
+	case "append":
+		n, _ := strconv.Atoi(f[3])
+		for i := range n {
+			e := &audit.Event{CallID: fmt.Sprintf("%s-%d", f[2], i), Principal: f[2], Tool: "files.read", Decision: audit.Allowed}
+			if err := s.AppendAudit(ctx, e); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+		}
+		return 0
+	case "stream":
+		w := bufio.NewWriter(os.Stdout)
+		for i := 0; ; i++ {
+			e := &audit.Event{CallID: fmt.Sprintf("stream-%d", i), Principal: "streamer", Tool: "files.read", Decision: audit.Allowed}
+			if err := s.AppendAudit(ctx, e); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 1
+			}
+			fmt.Fprintln(w, e.Seq)
+			w.Flush()
+		}
+	}
+	return 3
+}
+
+func helperCmd(t *testing.T, args string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), helperEnv+"="+args)
+	return cmd
+}
+
+func TestPermissions(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "nested", "data")
+	s, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Force the WAL and shared-memory files into existence.
+	if err := s.SetMeta(context.Background(), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	checkMode(t, dir, 0o700)
+	for _, f := range []string{store.DBFile, store.DBFile + "-wal", store.DBFile + "-shm"} {
+		checkMode(t, filepath.Join(dir, f), 0o600)
+	}
+	s.Close()
+
+	// A database file someone loosened is made owner-only again.
+	db := filepath.Join(dir, store.DBFile)
+	if err := os.Chmod(db, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, err = store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	checkMode(t, db, 0o600)
+}
+
+func checkMode(t *testing.T, path string, want os.FileMode) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Errorf("stat: %v", err)
+		return
+	}
+	if got := fi.Mode().Perm(); got != want {
+		t.Errorf("%s has mode %04o, want %04o", filepath.Base(path), got, want)
+	}
+}
+
+func TestOpenRefuses(t *testing.T) {
+	ctx := context.Background()
+	if _, err := store.Open(ctx, ""); err == nil {
+		t.Error("Open(\"\") succeeded")
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, file); err == nil {
+		t.Error("Open(a regular file) succeeded")
+	}
+	// A database path that is a directory.
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, store.DBFile), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, dir); err == nil {
+		t.Error("Open with a directory as the database succeeded")
+	}
+	// Not a database at all.
+	junk := t.TempDir()
+	if err := os.WriteFile(filepath.Join(junk, store.DBFile), []byte(strings.Repeat("not sqlite ", 500)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.Open(ctx, junk); err == nil {
+		t.Error("Open of a corrupt database succeeded")
+	}
+}
+
+// TestOddPath checks that characters meaningful in a file: URI reach the file system
+// literally.
+func TestOddPath(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "a?b#c%20d e ü&_pragma=x")
+	s, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.SetMeta(context.Background(), "k", "v"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, store.DBFile)); err != nil {
+		t.Errorf("database not at the literal path: %v", err)
+	}
+}
+
+func TestMigrationsIdempotentAndPersistent(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	for i := range 3 {
+		s, err := store.Open(ctx, dir)
+		if err != nil {
+			t.Fatalf("open %d: %v", i, err)
+		}
+		v, err := s.SchemaVersion(ctx)
+		if err != nil || v != 1 {
+			t.Errorf("open %d: schema version %d, %v; want 1", i, v, err)
+		}
+		if i == 0 {
+			if err := s.SetMeta(ctx, "kept", "yes"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, ok, err := s.Meta(ctx, "kept"); err != nil || !ok || got != "yes" {
+			t.Errorf("open %d: data lost across reopen: %q %v %v", i, got, ok, err)
+		}
+		s.Close()
+	}
+	// Each migration is recorded exactly once.
+	db := rawDB(t, dir)
+	var n int
+	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("schema_migrations has %d rows (%v), want 1", n, err)
+	}
+}
+
+func TestNewerSchemaRefused(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	db := rawDB(t, dir)
+	if _, err := db.Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = store.Open(ctx, dir)
+	if !errors.Is(err, store.ErrSchemaTooNew) {
+		t.Fatalf("Open of a newer schema = %v, want ErrSchemaTooNew", err)
+	}
+	if !strings.Contains(err.Error(), "9999") {
+		t.Errorf("error %q does not name the version", err)
+	}
+}
+
+func rawDB(t *testing.T, dir string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("sqlite", filepath.Join(dir, store.DBFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// TestConcurrentOpen opens one fresh data directory from several processes at once:
+// migrations run once and nobody fails.
+func TestConcurrentOpen(t *testing.T) {
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	for i := range 4 {
+		cmd := helperCmd(t, fmt.Sprintf("append %s opener-%d 1", dir, i))
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds = append(cmds, cmd)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child: %v", err)
+		}
+	}
+	s, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.ListAudit(context.Background(), audit.Filter{})
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("%d events, %v; want 4", len(evs), err)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestMultiProcessChain appends from several processes and from goroutines of this one
+// at once; the result must be one unbroken chain holding every event.
+func TestMultiProcessChain(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const procs, perProc, goroutines, perG = 3, 60, 4, 30
+	var cmds []*exec.Cmd
+	for p := range procs {
+		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", dir, p, perProc))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("child stderr: %s", stderr.String())
+			}
+		})
+		cmds = append(cmds, cmd)
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range perG {
+				e := &audit.Event{CallID: fmt.Sprintf("g%d-%d", g, i), Principal: fmt.Sprintf("goroutine-%d", g), Tool: "files.read", Decision: audit.Allowed}
+				if err := s.AppendAudit(ctx, e); err != nil {
+					t.Errorf("AppendAudit: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("child process: %v", err)
+		}
+	}
+	evs, err := s.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := procs*perProc + goroutines*perG; len(evs) != want {
+		t.Errorf("%d events, want %d", len(evs), want)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain broken by concurrent processes: %v", err)
+	}
+	for p := range procs {
+		got, err := s.ListAudit(ctx, audit.Filter{Principal: fmt.Sprintf("proc-%d", p)})
+		if err != nil || len(got) != perProc {
+			t.Errorf("process %d: %d events (%v), want %d", p, len(got), err, perProc)
+		}
+	}
+}
+
+// TestKillAfterAppend kills -9 a process that is appending as fast as it can; every
+// event it reported as appended (it prints a seq only after AppendAudit returned) must
+// be in the log, and the chain must still verify.
+func TestKillAfterAppend(t *testing.T) {
+	dir := t.TempDir()
+	cmd := helperCmd(t, "stream "+dir)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(out)
+	var last int64
+	for last < 50 && sc.Scan() {
+		last, _ = strconv.ParseInt(sc.Text(), 10, 64)
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	// Lines already written before the kill also count as acknowledged.
+	for sc.Scan() {
+		if n, err := strconv.ParseInt(sc.Text(), 10, 64); err == nil {
+			last = n
+		}
+	}
+	cmd.Wait()
+	if last < 50 {
+		t.Fatalf("child acknowledged only %d events", last)
+	}
+	s, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	evs, err := s.ListAudit(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if int64(len(evs)) < last {
+		t.Errorf("after kill -9: %d events stored, but %d were acknowledged", len(evs), last)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain after kill -9: %v", err)
+	}
+}
+
+func BenchmarkAppendAudit(b *testing.B) {
+	s := openTemp(b)
+	ctx := context.Background()
+	args := audit.HashArgs([]byte("0123456789abcdef0123456789abcdef"), map[string]any{"path": "docs/a.md", "limit": 10})
+	b.ReportAllocs()
+	for b.Loop() {
+		e := &audit.Event{CallID: "c_0123456789", TurnID: "t_1", Principal: "agent", Transport: "stdio", Tool: "files.read",
+			Action: "read", Resource: "path:docs/a.md", Decision: audit.Allowed, GrantID: "g_1", LatencyMicros: 120, Args: args}
+		if err := s.AppendAudit(ctx, e); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkAppendAuditParallel(b *testing.B) {
+	s := openTemp(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			e := &audit.Event{CallID: "c", Principal: "agent", Tool: "files.read", Decision: audit.Allowed}
+			if err := s.AppendAudit(ctx, e); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
