@@ -81,6 +81,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	state, setupErr, err := runHelper(runCtx, cfg, cloneFlags(!spec.AllowInternet), out.stdout(), out.stderr())
 	res := &Result{Duration: time.Since(start)}
 	res.Stdout, res.Stderr, res.Truncated = out.result()
+	if errors.Is(err, errStart) {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -102,6 +105,9 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	}
 	return res, nil
 }
+
+// errStart marks a failure to create the helper (namespaces refused by the kernel).
+var errStart = errors.New("starting the confined helper")
 
 // cloneFlags are the namespaces every confined command gets.
 func cloneFlags(newNet bool) uintptr {
@@ -134,7 +140,7 @@ func planBinds(spec Spec) ([]bind, error) {
 	for _, p := range spec.ReadOnlyPaths {
 		p = filepath.Clean(p)
 		fi, err := os.Lstat(p)
-		if errors.Is(err, fs.ErrNotExist) {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
 			continue
 		}
 		if err != nil {
@@ -233,7 +239,7 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, stdout, std
 		if ctx.Err() != nil {
 			return nil, "", fmt.Errorf("sandbox: %w", ctx.Err())
 		}
-		return nil, "", fmt.Errorf("%w: starting the confined helper: %v", ErrUnavailable, err)
+		return nil, "", fmt.Errorf("%w: %v", errStart, err)
 	}
 	cfgR.Close()
 	stW.Close()

@@ -88,18 +88,17 @@ type bind struct {
 // helperConfig travels to the helper over an inherited pipe (fd 3), never through argv
 // or the environment.
 type helperConfig struct {
-	Mode        string   `json:"mode"` // "exec" or "probe"
-	Argv        []string `json:"argv"`
-	Env         []string `json:"env"`
-	Dir         string   `json:"dir"`
-	NewNet      bool     `json:"new_net"`
-	MountProc   bool     `json:"mount_proc"`
-	Landlock    bool     `json:"landlock"`
-	ReadOnly    []string `json:"read_only"`
-	Writable    []string `json:"writable"`
-	Binds       []bind   `json:"binds"`
-	DropCaps    bool     `json:"drop_caps"`
-	Description string   `json:"description,omitempty"`
+	Mode      string   `json:"mode"` // "exec" or "probe"
+	Argv      []string `json:"argv"`
+	Env       []string `json:"env"`
+	Dir       string   `json:"dir"`
+	NewNet    bool     `json:"new_net"`
+	MountProc bool     `json:"mount_proc"`
+	Landlock  bool     `json:"landlock"`
+	ReadOnly  []string `json:"read_only"`
+	Writable  []string `json:"writable"`
+	Binds     []bind   `json:"binds"`
+	DropCaps  bool     `json:"drop_caps"`
 }
 
 // Capabilities is what confinement this machine provides, as measured by actually
