@@ -103,7 +103,11 @@ func (v *Verifier) Add(e *Event) error {
 		case e.Seq <= v.lastSeq:
 			return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("seq %d comes after seq %d: events are out of order or duplicated", e.Seq, v.lastSeq)}
 		case e.Seq != v.lastSeq+1:
-			return &ChainError{Seq: v.lastSeq + 1, Reason: fmt.Sprintf("events %d..%d are missing (deleted)", v.lastSeq+1, e.Seq-1)}
+			missing := fmt.Sprintf("event %d is", v.lastSeq+1)
+			if e.Seq-1 > v.lastSeq+1 {
+				missing = fmt.Sprintf("events %d..%d are", v.lastSeq+1, e.Seq-1)
+			}
+			return &ChainError{Seq: v.lastSeq + 1, Reason: fmt.Sprintf("seq %d follows seq %d: %s missing (deleted) or out of order", e.Seq, v.lastSeq, missing)}
 		case e.PrevHash != v.lastHash:
 			return &ChainError{Seq: e.Seq, Reason: fmt.Sprintf("its previous hash does not match seq %d: an event was replaced or inserted", v.lastSeq)}
 		}
