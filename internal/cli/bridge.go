@@ -1,0 +1,168 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/version"
+)
+
+func init() { register(30, newBridgeCmd) }
+
+type bridgeFlags struct {
+	principal  string
+	listen     string
+	stdio      bool
+	noAuth     bool
+	ttl        time.Duration
+	allowHosts []string
+}
+
+func newBridgeCmd(env *Env) *cobra.Command {
+	var f bridgeFlags
+	cmd := &cobra.Command{
+		Use:   "bridge",
+		Short: "Open one turn's MCP bridge for a principal and serve it until interrupted",
+		Long: `toolgate bridge resolves the principal's permitted catalogue once and serves it as
+one MCP session over Streamable HTTP (default) or stdio (--stdio).
+
+Over HTTP it prints the bridge URL as the first line of stdout and, unless --no-auth, an
+execution token as the second; clients send it as "Authorization: Bearer <token>". It
+serves until interrupted or until the client deletes the session. --no-auth drops the
+token check and is refused unless the listen address is loopback.
+
+Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
+to stderr.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.stdio && cmd.Flags().Changed("listen") {
+				return errors.New("--stdio and --listen contradict each other")
+			}
+			return runBridge(cmd, env, f)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.principal, "principal", app.DefaultPrincipal, "the principal whose grants decide the turn")
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:0", "address to listen on (port 0 picks a free port)")
+	fl.BoolVar(&f.stdio, "stdio", false, "serve MCP over stdin/stdout instead of HTTP")
+	fl.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (loopback addresses only)")
+	fl.DurationVar(&f.ttl, "ttl", 24*time.Hour, "lifetime of the printed execution token")
+	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin value accepted besides loopback names (for a non-loopback --listen)")
+	return cmd
+}
+
+// isLoopbackHost reports whether a listen host only accepts local connections.
+func isLoopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
+	ctx := cmd.Context()
+	if strings.TrimSpace(f.principal) == "" {
+		return errors.New("--principal must not be empty")
+	}
+	var host string
+	var port int
+	if !f.stdio {
+		h, p, err := net.SplitHostPort(f.listen)
+		if err != nil {
+			return fmt.Errorf("--listen %q: %w (want host:port, e.g. 127.0.0.1:0)", f.listen, err)
+		}
+		if port, err = strconv.Atoi(p); err != nil || port < 0 || port > 65535 {
+			return fmt.Errorf("--listen %q: invalid port", f.listen)
+		}
+		host = h
+		if host == "" {
+			return fmt.Errorf("--listen %q: give a host (127.0.0.1 for loopback)", f.listen)
+		}
+		if f.noAuth && !isLoopbackHost(host) {
+			return fmt.Errorf("--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not %q", host)
+		}
+		if !f.noAuth && (f.ttl <= 0 || f.ttl > app.MaxTokenTTL) {
+			return fmt.Errorf("--ttl must be between 1s and %s", app.MaxTokenTTL)
+		}
+	}
+	dataDir, err := env.DataDir()
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Logger: log})
+	if err != nil {
+		return err
+	}
+	defer a.Close()
+	transport := "http"
+	if f.stdio {
+		transport = "stdio"
+	}
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport})
+	if err != nil {
+		return err
+	}
+	info := mcpserver.Implementation{Name: "toolgate", Version: version.String()}
+
+	if f.stdio {
+		defer turn.Close()
+		err := mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Logger: log})
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("serving MCP over stdio: %w", err)
+		}
+		return nil
+	}
+
+	opts := mcpserver.BridgeOptions{Host: host, Port: port, ServerInfo: info, Logger: log, AllowedHosts: f.allowHosts}
+	if !isLoopbackHost(host) {
+		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
+			opts.AllowedHosts = append(opts.AllowedHosts, host)
+		}
+	}
+	if !f.noAuth {
+		principal := f.principal
+		opts.Authorize = func(token string, present bool) bool {
+			if !present {
+				return false
+			}
+			p, ok := a.VerifyToken(token)
+			return ok && p == principal
+		}
+	}
+	b, err := mcpserver.NewBridge(turn, opts)
+	if err != nil {
+		_ = turn.Close()
+		return err
+	}
+	defer b.Close() // ends the session, which closes the turn
+	token := ""
+	if !f.noAuth {
+		if token, err = a.MintToken(f.principal, b.SessionID(), int(f.ttl/time.Second)); err != nil {
+			return fmt.Errorf("minting the bridge token: %w", err)
+		}
+	}
+	if _, err := fmt.Fprintln(env.Out, b.URL()); err != nil {
+		return fmt.Errorf("printing the bridge URL: %w", err)
+	}
+	if token != "" {
+		if _, err := fmt.Fprintln(env.Out, token); err != nil {
+			return fmt.Errorf("printing the bridge token: %w", err)
+		}
+	}
+	select {
+	case <-ctx.Done():
+	case <-b.Done():
+	}
+	return nil
+}
