@@ -438,7 +438,9 @@ func TestJSONInsertIntoEmptyAndInline(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", in, err)
 		}
-		var v struct{ MCPServers map[string]any `json:"mcpServers"` }
+		var v struct {
+			MCPServers map[string]any `json:"mcpServers"`
+		}
 		if err := json.Unmarshal(out, &v); err != nil {
 			t.Fatalf("%q -> invalid %s: %v", in, out, err)
 		}
