@@ -58,7 +58,6 @@ func askUser(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
 	ctx, cancel := context.WithTimeout(ctx, AskUserTimeout)
 	defer cancel()
 	params := map[string]any{
-		"mode":    "form",
 		"message": q,
 		"requestedSchema": map[string]any{
 			"type": "object",
