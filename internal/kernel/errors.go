@@ -29,6 +29,10 @@ const (
 	CodeAuditUnavailable     Code = "audit_unavailable"      // failed: the audit event could not be written; nothing ran
 	CodeTurnClosed           Code = "turn_closed"            // denied: the turn is over
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
+
+	// Git tools.
+	CodeInvalidRef             Code = "invalid_ref"              // failed: a revision or branch name is malformed, starts with '-', or does not resolve
+	CodeUnsafeRepositoryConfig Code = "unsafe_repository_config" // denied: the repository's own config has keys that run programs
 )
 
 // Error is a refusal or failure with a reason code. It becomes a tool result with
