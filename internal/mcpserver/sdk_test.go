@@ -1,0 +1,209 @@
+package mcpserver_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+)
+
+// bearerTransport adds a bearer token to every request.
+type bearerTransport struct {
+	token string
+	base  http.RoundTripper
+}
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return b.base.RoundTrip(r)
+}
+
+func sdkClient(elicit bool) *mcp.Client {
+	opts := &mcp.ClientOptions{}
+	if elicit {
+		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"ok": true}}, nil
+		}
+	}
+	return mcp.NewClient(&mcp.Implementation{Name: "sdk-test", Version: "1"}, opts)
+}
+
+func textOf(t *testing.T, res *mcp.CallToolResult) string {
+	t.Helper()
+	if len(res.Content) == 0 {
+		t.Fatal("no content")
+	}
+	tc, ok := res.Content[0].(*mcp.TextContent)
+	if !ok {
+		t.Fatalf("content is %T", res.Content[0])
+	}
+	return tc.Text
+}
+
+// exerciseSDK lists and calls tools through a connected Go SDK session.
+func exerciseSDK(t *testing.T, cs *mcp.ClientSession, elicit bool) {
+	t.Helper()
+	ctx := context.Background()
+	init := cs.InitializeResult()
+	if init.ServerInfo.Name != "toolgate" || init.Capabilities.Tools == nil || init.Capabilities.Tools.ListChanged {
+		t.Errorf("initialize result: %+v", init)
+	}
+	if init.ProtocolVersion != mcpserver.LatestVersion {
+		t.Errorf("negotiated %q", init.ProtocolVersion)
+	}
+	if err := cs.Ping(ctx, nil); err != nil {
+		t.Errorf("ping: %v", err)
+	}
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatalf("tools/list: %v", err)
+	}
+	if len(list.Tools) != 6 || list.Tools[0].Name != mcpservertest.ToolEcho {
+		t.Errorf("tools: %+v", list.Tools)
+	}
+	if list.Meta[mcpserver.MetaCatalogHash] != mcpservertest.CatalogHash {
+		t.Errorf("_meta: %+v", list.Meta)
+	}
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolEcho, Arguments: map[string]any{"path": "a.txt", "n": 2}})
+	if err != nil {
+		t.Fatalf("tools/call: %v", err)
+	}
+	if res.IsError || textOf(t, res) != `{"n":2,"path":"a.txt"}` {
+		t.Errorf("echo: isError=%v text=%q", res.IsError, textOf(t, res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolFail})
+	if err != nil {
+		t.Fatalf("tools/call fail: %v", err)
+	}
+	if !res.IsError || res.Meta["toolgate/status"] != "failed" {
+		t.Errorf("fail: %+v", res)
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolElicit})
+	if err != nil {
+		t.Fatalf("tools/call elicit: %v", err)
+	}
+	if elicit {
+		if res.IsError || !strings.Contains(textOf(t, res), `"accept"`) {
+			t.Errorf("elicit: isError=%v text=%q", res.IsError, textOf(t, res))
+		}
+	} else if !res.IsError || !strings.Contains(textOf(t, res), "cannot receive requests") {
+		t.Errorf("elicit without the capability: isError=%v text=%q", res.IsError, textOf(t, res))
+	}
+	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolBoom}); err == nil || !strings.Contains(err.Error(), "internal error") || strings.Contains(err.Error(), "secret") {
+		t.Errorf("boom: %v", err)
+	}
+}
+
+// TestSDKClientHTTP connects the official Go SDK client to a bridge over
+// Streamable HTTP (with a bearer token), lists and calls tools, answers an
+// elicitation on the POST's SSE stream, and ends the session with DELETE.
+func TestSDKClientHTTP(t *testing.T) {
+	for _, elicit := range []bool{true, false} {
+		name := "elicitation"
+		if !elicit {
+			name = "no-elicitation"
+		}
+		t.Run(name, func(t *testing.T) {
+			turn := mcpservertest.NewTurn()
+			b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
+				ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+				Authorize:  mcpserver.StaticToken("tok-123"),
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			tr := &mcp.StreamableClientTransport{
+				Endpoint:   b.URL(),
+				HTTPClient: &http.Client{Transport: bearerTransport{"tok-123", http.DefaultTransport}},
+				MaxRetries: -1,
+			}
+			cs, err := sdkClient(elicit).Connect(context.Background(), tr, nil)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			if cs.ID() != b.SessionID() {
+				t.Errorf("client session %q, bridge session %q", cs.ID(), b.SessionID())
+			}
+			exerciseSDK(t, cs, elicit)
+			if err := cs.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			<-b.Done() // the SDK's DELETE ended the session
+			if turn.Closed() != 1 {
+				t.Errorf("turn closed %d times", turn.Closed())
+			}
+		})
+	}
+}
+
+// TestSDKClientHTTPUnauthorized: without the token the SDK cannot connect.
+func TestSDKClientHTTPUnauthorized(t *testing.T) {
+	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{Authorize: mcpserver.StaticToken("tok-123")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	tr := &mcp.StreamableClientTransport{Endpoint: b.URL(), MaxRetries: -1}
+	if cs, err := sdkClient(false).Connect(context.Background(), tr, nil); err == nil {
+		cs.Close()
+		t.Fatal("connected without a token")
+	}
+}
+
+// TestSDKClientStdio connects the Go SDK client to ServeStdio over pipes.
+func TestSDKClientStdio(t *testing.T) {
+	for _, elicit := range []bool{true, false} {
+		t.Run(map[bool]string{true: "elicitation", false: "no-elicitation"}[elicit], func(t *testing.T) {
+			c2sR, c2sW := io.Pipe()
+			s2cR, s2cW := io.Pipe()
+			turn := mcpservertest.NewTurn()
+			done := make(chan error, 1)
+			go func() {
+				done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
+					ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+				})
+				s2cW.Close()
+			}()
+			cs, err := sdkClient(elicit).Connect(context.Background(), &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			exerciseSDK(t, cs, elicit)
+			cs.Close()
+			if err := <-done; err != nil {
+				t.Errorf("ServeStdio: %v", err)
+			}
+		})
+	}
+}
+
+// TestSDKRawResultKeepsStructured checks structuredContent survives the SDK.
+func TestSDKRawResultKeepsStructured(t *testing.T) {
+	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	cs, err := sdkClient(false).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: b.URL(), MaxRetries: -1}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: mcpservertest.ToolEcho, Arguments: map[string]any{"k": []int{1, 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, _ := json.Marshal(res.StructuredContent)
+	if string(got) != `{"k":[1,2]}` {
+		t.Errorf("structuredContent = %s", got)
+	}
+}
