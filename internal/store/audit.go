@@ -167,3 +167,17 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	}
 	return out, nil
 }
+
+// AuditHead returns the newest event's seq and hash (0 and "" for an empty log). A
+// head recorded outside the data directory lets a later verification notice that
+// newest events were removed, which the chain alone cannot show.
+func (s *Store) AuditHead(ctx context.Context) (seq int64, hash string, err error) {
+	err = s.db.QueryRowContext(ctx, `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`).Scan(&seq, &hash)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, "", nil
+	}
+	if err != nil {
+		return 0, "", fmt.Errorf("reading the audit head: %w", err)
+	}
+	return seq, hash, nil
+}

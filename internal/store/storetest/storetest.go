@@ -31,6 +31,7 @@ type Store interface {
 	SetMeta(ctx context.Context, key, val string) error
 	AppendAudit(ctx context.Context, e *audit.Event) error
 	ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, error)
+	AuditHead(ctx context.Context) (seq int64, hash string, err error)
 	AddEscalation(ctx context.Context, e store.Escalation) error
 	ListEscalations(ctx context.Context, status string) ([]store.Escalation, error)
 	ResolveEscalation(ctx context.Context, id, decision, by, note string) error
@@ -267,6 +268,9 @@ func event(i int, principal, tool string, d audit.Decision, at time.Time) *audit
 
 func testAuditAppend(t *testing.T, s Store) {
 	ctx := context.Background()
+	if seq, hash, err := s.AuditHead(ctx); err != nil || seq != 0 || hash != "" {
+		t.Errorf("empty log AuditHead = %d, %q, %v", seq, hash, err)
+	}
 	base := time.Date(2026, 11, 29, 10, 0, 0, 123456789, time.UTC)
 	var want []audit.Event
 	for i := 1; i <= 5; i++ {
@@ -294,6 +298,9 @@ func testAuditAppend(t *testing.T, s Store) {
 	}
 	if len(got) != len(want) {
 		t.Fatalf("ListAudit = %d events, want %d", len(got), len(want))
+	}
+	if seq, hash, err := s.AuditHead(ctx); err != nil || seq != 5 || hash != want[4].Hash {
+		t.Errorf("AuditHead = %d, %q, %v; want 5, %q", seq, hash, err, want[4].Hash)
 	}
 	for i := range got {
 		if !eventEqual(got[i], want[i]) {
