@@ -111,7 +111,6 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 			}
 			defer ws.Close()
 			cfg.Workspace = ws
-			addConfinedTools(&cfg, ws)
 		}
 	}
 	if cfg.Workspace == nil {

@@ -56,7 +56,7 @@ func TestDeclarativeTools(t *testing.T) {
 	os.Symlink("/etc", filepath.Join(f.dir, DeclarativeDir, "linked"))
 	var warn bytes.Buffer
 	run := &fakeRunner{}
-	tools, err := Build(Config{Workspace: f.ws, Runner: run, Warn: &warn})
+	tools, err := Build(Config{NoConfined: true, Workspace: f.ws, Runner: run, Warn: &warn})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,7 +106,7 @@ func TestDeclarativeTools(t *testing.T) {
 		t.Errorf("annotations: echo %+v grep %+v", echo.Annotations, grep.Annotations)
 	}
 	// Without a runner nothing is registered: declarative tools never run unconfined.
-	tools, _ = Build(Config{Workspace: f.ws, Warn: &warn})
+	tools, _ = Build(Config{NoConfined: true, Workspace: f.ws, Warn: &warn})
 	for _, tl := range tools {
 		if tl.Source == "workspace" {
 			t.Errorf("%s registered without a runner", tl.ID)
@@ -114,7 +114,7 @@ func TestDeclarativeTools(t *testing.T) {
 	}
 	// Profiles: coding keeps them, review drops them.
 	for profile, want := range map[string]bool{"coding": true, "review": false} {
-		tools, _ = Build(Config{Workspace: f.ws, Runner: run, Profile: profile, Warn: &bytes.Buffer{}})
+		tools, _ = Build(Config{NoConfined: true, Workspace: f.ws, Runner: run, Profile: profile, Warn: &bytes.Buffer{}})
 		has := false
 		for _, tl := range tools {
 			has = has || tl.ID == "local.grep_word"

@@ -58,8 +58,20 @@ type Config struct {
 	Version string
 	// Warn receives warnings (invalid declarative tool files); nil writes to os.Stderr.
 	Warn io.Writer
+	// NoConfined leaves out the tools that run programs (bash, git_*) and the sandbox
+	// runner for declarative tools; Extra and Runner are then used as given. For tests
+	// of the file tools and for callers that assemble those tools themselves.
+	NoConfined bool
 	// DisabledReason, when the workspace is nil, says why (reported by server.status).
 	DisabledReason string
+}
+
+func (c *Config) warnf(format string, args ...any) {
+	w := c.Warn
+	if w == nil {
+		w = os.Stderr
+	}
+	fmt.Fprintf(w, format, args...)
 }
 
 // Profiles lists each profile's local tools. "*" in a set means every declarative tool.
@@ -89,6 +101,9 @@ func Build(cfg Config) ([]*kernel.Tool, error) {
 	}
 	var local []*kernel.Tool
 	if cfg.Workspace != nil {
+		if !cfg.NoConfined {
+			confined(&cfg, cfg.Workspace)
+		}
 		local = append(local, fileTools(cfg.Workspace)...)
 		local = append(local, askUserTool())
 		for _, t := range cfg.Extra {

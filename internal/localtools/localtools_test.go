@@ -54,7 +54,7 @@ func newFixture(t *testing.T) *fixture {
 
 func (f *fixture) tool(t *testing.T, name string) *kernel.Tool {
 	t.Helper()
-	tools, err := Build(Config{Workspace: f.ws})
+	tools, err := Build(Config{NoConfined: true, Workspace: f.ws})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -474,6 +474,7 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 	ids := func(cfg Config) []string {
 		t.Helper()
 		cfg.Workspace = f.ws
+		cfg.NoConfined = true
 		tools, err := Build(cfg)
 		if err != nil {
 			t.Fatal(err)
