@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/harness"
+	"github.com/toolgate/toolgate/internal/localtools"
+)
+
+func init() { register(70, newConfigCmd) }
+
+// connFlags are the flags that say how a harness reaches toolgate, shared by config and
+// connect.
+type connFlags struct {
+	stdio     bool
+	httpURL   string
+	principal string
+	name      string
+	workspace string
+	ttl       time.Duration
+	noToken   bool
+}
+
+func (f *connFlags) add(fl *pflag.FlagSet) {
+	fl.BoolVar(&f.stdio, "stdio", false, "the harness starts `toolgate mcp` itself (the default)")
+	fl.StringVar(&f.httpURL, "http", "", "the harness connects to this Streamable HTTP URL (e.g. http://127.0.0.1:7077/mcp from toolgate serve) with a freshly minted execution token")
+	fl.StringVar(&f.principal, "principal", app.DefaultPrincipal, "the principal whose grants apply")
+	fl.StringVar(&f.name, "name", harness.DefaultServerName, "the server's name in the harness file (harnesses prefix tool names with it)")
+	fl.StringVar(&f.workspace, "workspace", "", "stdio form: the workspace `toolgate mcp` confines local tools to (default: the current directory)")
+	fl.DurationVar(&f.ttl, "ttl", 24*time.Hour, "HTTP form: lifetime of the minted execution token")
+	fl.BoolVar(&f.noToken, "no-token", false, "HTTP form: no Authorization header (for a server started without auth)")
+}
+
+func (f *connFlags) validate() error {
+	if f.stdio && f.httpURL != "" {
+		return errors.New("--stdio and --http contradict each other")
+	}
+	if strings.TrimSpace(f.principal) == "" {
+		return errors.New("--principal must not be empty")
+	}
+	if f.httpURL == "" && (f.noToken) {
+		return errors.New("--no-token only applies to --http")
+	}
+	if f.httpURL != "" && f.workspace != "" {
+		return errors.New("--workspace only applies to the stdio form (the HTTP server has its own)")
+	}
+	return nil
+}
+
+// selfCommand is the absolute path of this toolgate binary, which stdio connection
+// files start.
+func selfCommand() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("finding the toolgate binary: %w", err)
+	}
+	if r, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = r
+	}
+	return filepath.Abs(exe)
+}
+
+// server builds the Server a connection file names. The HTTP form mints a token with
+// the App (opened lazily by open).
+func (f *connFlags) server(ctx context.Context, env *Env, open func() (*app.App, error)) (harness.Server, error) {
+	s := harness.Server{Name: f.name}
+	if f.httpURL != "" {
+		s.URL = f.httpURL
+		if !f.noToken {
+			if f.ttl <= 0 || f.ttl > app.MaxTokenTTL {
+				return s, fmt.Errorf("--ttl must be between 1s and %s", app.MaxTokenTTL)
+			}
+			a, err := open()
+			if err != nil {
+				return s, err
+			}
+			tok, err := a.MintToken(f.principal, "", int(f.ttl/time.Second))
+			if err != nil {
+				return s, err
+			}
+			s.Headers = map[string]string{"Authorization": "Bearer " + tok}
+		}
+		return s, s.Validate()
+	}
+	exe, err := selfCommand()
+	if err != nil {
+		return s, err
+	}
+	ws := f.workspace
+	if ws == "" {
+		if ws, err = os.Getwd(); err != nil {
+			return s, fmt.Errorf("finding the current directory: %w", err)
+		}
+	}
+	if ws, err = filepath.Abs(ws); err != nil {
+		return s, fmt.Errorf("--workspace: %w", err)
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return s, fmt.Errorf("--workspace %s is not a directory", ws)
+	}
+	dataDir, err := env.DataDir()
+	if err != nil {
+		return s, err
+	}
+	s.Command = exe
+	s.Args = []string{"mcp", "--workspace", ws, "--group", f.principal, "--database-dir", dataDir}
+	return s, s.Validate()
+}
+
+// lazyApp opens the App on first use and closes it with close.
+type lazyApp struct {
+	env *Env
+	ctx context.Context
+	a   *app.App
+}
+
+func (l *lazyApp) open() (*app.App, error) {
+	if l.a != nil {
+		return l.a, nil
+	}
+	dir, err := l.env.DataDir()
+	if err != nil {
+		return nil, err
+	}
+	log := slog.New(slog.NewTextHandler(l.env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := app.Open(l.ctx, app.Options{DataDir: dir, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	l.a = a
+	return a, nil
+}
+
+func (l *lazyApp) close() {
+	if l.a != nil {
+		_ = l.a.Close()
+	}
+}
+
+// catalogueIDs returns the canonical ids the principal's catalogue publishes, by
+// opening (and closing) one turn with a recording namer.
+func catalogueIDs(ctx context.Context, a *app.App, principal string) ([]string, error) {
+	var ids []string
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "check", Namer: func(id string) string {
+		ids = append(ids, id)
+		return id
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("resolving the catalogue of %s: %w", principal, err)
+	}
+	_ = turn.Close()
+	return ids, nil
+}
+
+// reportNames writes the catalogue check for one harness to w: the short forms the
+// HTTP form publishes, or, for the stdio form (whose names `toolgate mcp` chooses),
+// every name the harness would reject.
+func reportNames(w io.Writer, h *harness.Harness, server string, ids []string, stdio bool) {
+	if stdio {
+		namer := localtools.Namer(localtools.DefaultPrefix)
+		var bad []string
+		pub := make([]string, 0, len(ids))
+		for _, id := range ids {
+			pub = append(pub, namer(id))
+		}
+		for _, f := range h.Check(server, pub) {
+			if f.Renamed {
+				bad = append(bad, fmt.Sprintf("  %s: %s", f.Canonical, f.Reason))
+			} else {
+				bad = append(bad, "  "+f.String())
+			}
+		}
+		if len(bad) > 0 {
+			fmt.Fprintf(w, "toolgate: %d tool name(s) break %s's naming rules over stdio (toolgate mcp publishes them as they are; the HTTP form publishes short forms):\n%s\n", len(bad), h.Title, strings.Join(bad, "\n"))
+		}
+		return
+	}
+	findings := h.Check(server, ids)
+	for _, f := range findings {
+		if f.Renamed {
+			fmt.Fprintf(w, "toolgate: short form: %s\n", f)
+		} else {
+			fmt.Fprintf(w, "toolgate: name problem: %s\n", f)
+		}
+	}
+}
+
+func newConfigCmd(env *Env) *cobra.Command {
+	var f connFlags
+	var noCheck bool
+	cmd := &cobra.Command{
+		Use:   "config HARNESS",
+		Short: "Print the connection file a harness expects",
+		Long: `toolgate config prints the file that points HARNESS at toolgate, in that harness's own
+format, on stdout; stderr says which file it belongs in and lists every tool whose
+canonical id the harness would reject, with the stable short form toolgate publishes
+for it instead.
+
+Harnesses: ` + strings.Join(harness.IDs(), ", ") + `.
+
+The stdio form (default) starts "toolgate mcp --workspace DIR" with this binary's
+absolute path. --http URL connects to a running toolgate serve (or any toolgate MCP
+endpoint) and carries a freshly minted execution token.`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			h, err := harness.Lookup(args[0])
+			if err != nil {
+				return err
+			}
+			if err := f.validate(); err != nil {
+				return err
+			}
+			la := &lazyApp{env: env, ctx: cmd.Context()}
+			defer la.close()
+			s, err := f.server(cmd.Context(), env, la.open)
+			if err != nil {
+				return err
+			}
+			b, err := h.Render(s)
+			if err != nil {
+				return err
+			}
+			where := h.PathDoc
+			if h.DefaultPath != nil {
+				if p, err := h.DefaultPath(); err == nil {
+					where = p + " — " + h.PathDoc
+				}
+			}
+			fmt.Fprintf(env.Err, "toolgate: %s reads this from %s\n", h.Title, where)
+			if s.IsHTTP() && !f.noToken {
+				fmt.Fprintf(env.Err, "toolgate: it carries an execution token for %s valid for %s; keep the file private\n", f.principal, f.ttl)
+			}
+			if !noCheck {
+				if a, err := la.open(); err != nil {
+					fmt.Fprintf(env.Err, "toolgate: catalogue check skipped: %v\n", err)
+				} else if ids, err := catalogueIDs(cmd.Context(), a, f.principal); err != nil {
+					fmt.Fprintf(env.Err, "toolgate: catalogue check skipped: %v\n", err)
+				} else {
+					reportNames(env.Err, h, s.ServerName(), ids, !s.IsHTTP())
+				}
+			}
+			_, err = env.Out.Write(b)
+			return err
+		},
+	}
+	f.add(cmd.Flags())
+	cmd.Flags().BoolVar(&noCheck, "no-check", false, "skip the catalogue name check")
+	return cmd
+}
