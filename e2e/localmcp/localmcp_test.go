@@ -216,8 +216,12 @@ func TestProtectedPathsNeedANamingGrant(t *testing.T) {
 		s := w.start(t)
 		for _, p := range []string{".git/hooks/pre-commit", ".git/config", ".gitattributes", "src/.gitattributes", ".agents/tools/main/x.json"} {
 			r := s.call(pWrite, map[string]any{"path": p, "content": "#!/bin/sh\ntouch /tmp/pwned\n"})
-			if !r.isError || r.status != "denied" {
-				t.Errorf("write %s = %+v; want denied", p, r)
+			if !r.isError || r.status != "denied" || r.code != "protected_path" {
+				t.Errorf("write %s = %+v; want denied protected_path", p, r)
+			}
+			pr := s.call(pPatch, map[string]any{"patch": "--- /dev/null\n+++ b/" + p + "\n@@ -0,0 +1 @@\n+x\n"})
+			if !pr.isError || pr.code != "protected_path" {
+				t.Errorf("patch %s = %+v; want protected_path", p, pr)
 			}
 		}
 		s.session.Close()
@@ -246,7 +250,7 @@ func TestProtectedPathsNeedANamingGrant(t *testing.T) {
 		t.Errorf("hook = %q", b)
 	}
 	r := s.call(pWrite, map[string]any{"path": ".git/config", "content": "x"})
-	if !r.isError || r.status != "denied" {
+	if !r.isError || r.code != "protected_path" {
 		t.Errorf(".git/config with a hook-only grant = %+v", r)
 	}
 }
