@@ -156,7 +156,6 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	base := "http://" + ln.Addr().String()
 	tokenPath := filepath.Join(dataDir, app.OwnerTokenFile)
 	w := env.Err
-	fmt.Fprintf(w, "toolgate: listening on %s\n", base)
 	fmt.Fprintf(w, "toolgate: data directory %s\n", dataDir)
 	if created {
 		fmt.Fprintf(w, "toolgate: created the owner token %s (mode 0600)\n", tokenPath)
@@ -167,6 +166,8 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	fmt.Fprintf(w, "toolgate: MCP endpoint %s/mcp; connect with:\n", base)
 	fmt.Fprintf(w, "  curl -s %s/v1/tools -H \"Authorization: Bearer $(cat %s)\"\n", base, tokenPath)
 	fmt.Fprintf(w, "  or mint a token for a principal: toolgate token mint --principal NAME\n")
+	// Last, so that a supervisor waiting for this line has seen everything above.
+	fmt.Fprintf(w, "toolgate: listening on %s\n", base)
 
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()

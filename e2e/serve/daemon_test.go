@@ -1,0 +1,252 @@
+package serve
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// daemon is one running `toolgate serve`.
+type daemon struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	url    string
+	data   string
+	ws     string
+	stderr *syncBuffer
+	done   chan struct{}
+	err    error
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var listenLine = regexp.MustCompile(`toolgate: listening on (http://\S+)`)
+
+// env returns the environment for spawned binaries: TOOLGATE_HOME = data.
+func env(data string) []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "TOOLGATE_HOME=") {
+			out = append(out, kv)
+		}
+	}
+	return append(out, "TOOLGATE_HOME="+data)
+}
+
+// startServe runs `toolgate serve --listen 127.0.0.1:0 [--workspace ws] extra...` over
+// data and waits for its listening line.
+func startServe(t *testing.T, data, ws string, extra ...string) *daemon {
+	t.Helper()
+	args := []string{"serve", "--listen", "127.0.0.1:0"}
+	if ws != "" {
+		args = append(args, "--workspace", ws)
+	}
+	args = append(args, extra...)
+	d := &daemon{t: t, data: data, ws: ws, stderr: &syncBuffer{}, done: make(chan struct{})}
+	d.cmd = exec.Command(testenv.Binary(t), args...)
+	d.cmd.Env = env(data)
+	pr, pw := io.Pipe()
+	d.cmd.Stderr = io.MultiWriter(d.stderr, pw)
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		d.err = d.cmd.Wait()
+		pw.Close()
+		close(d.done)
+	}()
+	t.Cleanup(func() {
+		d.cmd.Process.Kill()
+		<-d.done
+		if t.Failed() {
+			t.Logf("toolgate serve stderr:\n%s", d.stderr.String())
+		}
+	})
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
+				select {
+				case found <- m[1]:
+				default:
+				}
+			}
+		}
+		io.Copy(io.Discard, pr)
+	}()
+	select {
+	case d.url = <-found:
+	case <-d.done:
+		t.Fatalf("serve exited before listening: %v\n%s", d.err, d.stderr.String())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not start\n%s", d.stderr.String())
+	}
+	return d
+}
+
+func (d *daemon) ownerToken() string {
+	d.t.Helper()
+	b, err := os.ReadFile(filepath.Join(d.data, app.OwnerTokenFile))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// signal sends sig and waits for the process to exit.
+func (d *daemon) stop(sig syscall.Signal) error {
+	d.cmd.Process.Signal(sig)
+	select {
+	case <-d.done:
+	case <-time.After(60 * time.Second):
+		d.t.Fatalf("serve did not exit after %v", sig)
+	}
+	return d.err
+}
+
+// request sends one HTTP request and returns status, headers and body.
+func request(t *testing.T, method, url, token, body string, hdr ...string) (int, http.Header, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		if hdr[i] == "Host" {
+			req.Host = hdr[i+1]
+			continue
+		}
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, b
+}
+
+// mcpSession is a raw Streamable HTTP session, for byte-level comparisons.
+type mcpSession struct {
+	t     *testing.T
+	url   string
+	token string
+	id    string
+	next  int
+}
+
+func openMCP(t *testing.T, base, token string) *mcpSession {
+	t.Helper()
+	s := &mcpSession{t: t, url: base + "/mcp", token: token}
+	status, h, body := request(t, "POST", s.url, token,
+		`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		"Accept", "application/json, text/event-stream")
+	if status != 200 {
+		t.Fatalf("initialize: %d %s", status, body)
+	}
+	s.id = h.Get("Mcp-Session-Id")
+	if s.id == "" {
+		t.Fatalf("initialize gave no session id: %s", body)
+	}
+	status, _, body = request(t, "POST", s.url, token, `{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		"Mcp-Session-Id", s.id, "MCP-Protocol-Version", "2025-06-18")
+	if status != 202 {
+		t.Fatalf("initialized: %d %s", status, body)
+	}
+	return s
+}
+
+// call sends one request and returns its result member, raw.
+func (s *mcpSession) call(method, params string) json.RawMessage {
+	s.t.Helper()
+	s.next++
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
+	status, _, b := request(s.t, "POST", s.url, s.token, body, "Mcp-Session-Id", s.id, "MCP-Protocol-Version", "2025-06-18",
+		"Accept", "application/json")
+	if status != 200 {
+		s.t.Fatalf("%s: %d %s", method, status, b)
+	}
+	var msg struct {
+		Result json.RawMessage
+		Error  json.RawMessage
+	}
+	if err := json.Unmarshal(b, &msg); err != nil || msg.Result == nil {
+		s.t.Fatalf("%s: %s (%v)", method, b, err)
+	}
+	return msg.Result
+}
+
+// canonical re-encodes JSON with sorted keys for comparisons.
+func canonical(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	if err := d.Decode(&v); err != nil {
+		t.Fatalf("%s: %v", b, err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+func withTimeout(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// run runs the toolgate CLI over data and returns stdout, stderr and the exit code.
+func run(t *testing.T, data string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(testenv.Binary(t), args...)
+	cmd.Env = env(data)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
