@@ -48,18 +48,26 @@ func (s *syncBuffer) String() string {
 // an environment whose TMPDIR is private to the test.
 func startArgs(t *testing.T, env []string, command string, args ...string) *server {
 	t.Helper()
+	return startClient(t, true, env, command, args...)
+}
+
+// startClient is startArgs with a choice of whether the client supports elicitation.
+func startClient(t *testing.T, elicit bool, env []string, command string, args ...string) *server {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	s := &server{t: t, stderr: &syncBuffer{}}
 	cmd := exec.Command(command, args...)
 	cmd.Env = env
 	cmd.Stderr = s.stderr
-	client := mcp.NewClient(&mcp.Implementation{Name: "localmcp-e2e", Version: "1"}, &mcp.ClientOptions{
-		ElicitationHandler: func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+	opts := &mcp.ClientOptions{}
+	if elicit {
+		opts.ElicitationHandler = func(ctx context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			s.asked = append(s.asked, req.Params.Message)
 			return &mcp.ElicitResult{Action: "accept", Content: map[string]any{"answer": "answer to: " + req.Params.Message}}, nil
-		},
-	})
+		}
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "localmcp-e2e", Version: "1"}, opts)
 	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
 	if err != nil {
 		t.Fatalf("connecting to %s %v: %v\nstderr:\n%s", command, args, err, s.stderr.String())

@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // world is the hostile layout of security.md §1.1 plus a FIFO, a device node, a hard
@@ -263,6 +264,12 @@ func TestAskUserAndControlPlane(t *testing.T) {
 	}
 	if len(s.asked) != 1 {
 		t.Errorf("elicitations = %v", s.asked)
+	}
+	// A client that cannot answer gets a clear failed result, not a hang.
+	s2 := startClient(t, false, baseEnv(t), testenv.Binary(t), "mcp", "--workspace", w.ws, "--database-dir", w.data)
+	r := s2.call("toolgate_local_ask_user", map[string]any{"question": "Anyone there?"})
+	if !r.isError || r.status != "failed" || !strings.Contains(r.text, "elicitation") {
+		t.Errorf("ask_user without elicitation = %+v", r)
 	}
 	st := s.ok("toolgate_server_status", map[string]any{})
 	if !strings.Contains(st, `"workspace": "`+w.ws+`"`) || !strings.Contains(st, `"read_file"`) {

@@ -549,3 +549,21 @@ func TestServerTools(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkReadFile measures one read_file of a small file (resolution, open with
+// O_NONBLOCK, fstat, read), without the kernel.
+func BenchmarkReadFile(b *testing.B) {
+	parent := b.TempDir()
+	os.WriteFile(filepath.Join(parent, "f.txt"), []byte(strings.Repeat("line\n", 100)), 0o644)
+	ws, err := workspace.Open(parent)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ws.Close()
+	args := map[string]any{"path": "f.txt"}
+	for b.Loop() {
+		if _, err := readFile(ws, args); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
