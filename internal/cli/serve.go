@@ -14,12 +14,17 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/httpapi"
+	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 func init() { register(10, newServeCmd) }
+
+// serveTestTools are registered in addition to the local tools; only tests set it (to
+// hold a call in flight across a shutdown).
+var serveTestTools []*kernel.Tool
 
 type serveFlags struct {
 	listen     string
@@ -103,6 +108,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
+	tools = append(tools, serveTestTools...)
 	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
 	if err != nil {
 		return err
