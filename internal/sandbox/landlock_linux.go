@@ -40,9 +40,12 @@ const (
 		unix.LANDLOCK_ACCESS_FS_READ_DIR
 )
 
-// writableDevices may be opened for writing by the command; everything else under /dev
-// is read-only.
-var writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
+// Devices the command may open; nothing else under /dev (block devices owned by the
+// sandbox's uid would otherwise expose a whole disk).
+var (
+	writableDevices = []string{"/dev/null", "/dev/zero", "/dev/full"}
+	readableDevices = []string{"/dev/random", "/dev/urandom"}
+)
 
 // LandlockABI returns the kernel's Landlock ABI version, or 0 when Landlock is missing
 // or disabled.
@@ -96,6 +99,14 @@ func restrictSelf(readOnly, writable []string) error {
 	}
 	for _, p := range writable {
 		if err := addPathRule(ruleset, p, handled); err != nil {
+			return err
+		}
+	}
+	if err := addPathRule(ruleset, "/dev", unix.LANDLOCK_ACCESS_FS_READ_DIR); err != nil {
+		return err
+	}
+	for _, p := range readableDevices {
+		if err := addPathRule(ruleset, p, unix.LANDLOCK_ACCESS_FS_READ_FILE); err != nil {
 			return err
 		}
 	}

@@ -438,3 +438,43 @@ func BenchmarkRunTrue(b *testing.B) {
 		}
 	}
 }
+
+func TestDevicesLimited(t *testing.T) {
+	requireSandbox(t)
+	disks, _ := filepath.Glob("/dev/[sv]d[a-z]")
+	nvme, _ := filepath.Glob("/dev/nvme*n1")
+	disks = append(disks, nvme...)
+	script := `echo to-null > /dev/null && echo null-ok
+head -c 4 /dev/urandom | wc -c
+echo out > /dev/stdout
+echo err > /dev/stderr
+cat <(echo procsub)
+ls /dev >/dev/null && echo ls-ok
+`
+	for _, d := range disks {
+		script += fmt.Sprintf("head -c 512 %s >/dev/null 2>&1 && echo READ-DISK-%s\n", d, d)
+	}
+	script += "head -c 1 /dev/kmsg >/dev/null 2>&1 && echo READ-KMSG\ntrue"
+	res := run(t, bash(t.TempDir(), script))
+	out := string(res.Stdout)
+	for _, want := range []string{"null-ok", "4\n", "out\n", "procsub", "ls-ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("missing %q in %q (stderr %q)", want, out, res.Stderr)
+		}
+	}
+	if string(res.Stderr) != "err\n" {
+		t.Errorf("stderr = %q", res.Stderr)
+	}
+	if strings.Contains(out, "READ-") {
+		t.Errorf("device readable: %s", out)
+	}
+	t.Logf("disks tried: %v", disks)
+	// Control: with /dev readable as a whole, root's own block devices would be.
+	if len(disks) > 0 && os.Getuid() == 0 {
+		spec := bash(t.TempDir(), script)
+		spec.ReadOnlyRoots = append(append([]string{}, sandbox.DefaultReadOnlyRoots...), "/dev")
+		if res := run(t, spec); !strings.Contains(string(res.Stdout), "READ-DISK") {
+			t.Errorf("control: disk not readable even with /dev allowed, so the test proves nothing: %s", res.Stdout)
+		}
+	}
+}

@@ -16,12 +16,14 @@ const (
 )
 
 // DefaultReadOnlyRoots are the system directories a confined command may read and
-// execute from. Everything else outside the writable roots (home directories, /root,
+// execute from. /dev is not among them: only /dev/null, /dev/zero, /dev/full (read and
+// write), /dev/random and /dev/urandom (read) are reachable, and /dev can be listed, so a
+// command running as its owner cannot read a raw disk. Everything else outside the writable roots (home directories, /root,
 // /tmp, toolgate's data directory, /var) is neither readable nor writable. Missing
 // entries are skipped.
 var DefaultReadOnlyRoots = []string{
 	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
-	"/nix/store", "/snap", "/run/systemd/resolve", "/proc", "/sys", "/dev",
+	"/nix/store", "/snap", "/run/systemd/resolve", "/proc", "/sys",
 }
 
 // Spec describes one confined command.
