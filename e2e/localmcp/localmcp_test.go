@@ -95,7 +95,9 @@ func TestCatalogueNames(t *testing.T) {
 	w := newWorld(t)
 	s := w.start(t)
 	names := s.names()
-	for _, want := range []string{pRead, pWrite, pPatch, pList, "toolgate_local_ask_user",
+	for _, want := range []string{pRead, pWrite, pPatch, pList, "toolgate_local_ask_user", "toolgate_local_bash",
+		"toolgate_local_git_status", "toolgate_local_git_diff", "toolgate_local_git_log", "toolgate_local_git_show",
+		"toolgate_local_git_add", "toolgate_local_git_commit", "toolgate_local_git_branch", "toolgate_local_git_checkout",
 		"toolgate_server_status", "toolgate_server_version", "toolgate_server_list_servers"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("catalogue lacks %s: %v", want, names)

@@ -4,20 +4,22 @@ import (
 	"context"
 	"errors"
 
+	"github.com/toolgate/toolgate/internal/gittool"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/shelltool"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
-// confined adds the tools that run programs (bash, git, declarative tools) to cfg, all
-// on the one sandbox: bash is registered even where the sandbox is unavailable (it then
-// refuses every call with sandbox_unavailable and says so in its description), while
-// declarative tools are registered only when the sandbox works, since they would have
-// nothing to say but "refused".
+// confined adds the tools that run programs: bash and the git tools (each package
+// confines its own processes), and, when the sandbox works on this machine, the sandbox
+// runner declarative tools need. bash is registered even where the sandbox is
+// unavailable (it then refuses every call with sandbox_unavailable and says so in its
+// description); declarative tools are not, since all they could do is refuse.
 func confined(cfg *Config, ws *workspace.Workspace) {
 	opts := shelltool.Options{AllowInternet: cfg.AllowInternet}
 	cfg.Extra = append(cfg.Extra, shelltool.Tools(ws, opts)...)
+	cfg.Extra = append(cfg.Extra, gittool.Tools(ws, gittool.Options{})...)
 	caps := sandbox.Probe()
 	if cfg.Runner == nil && caps.Available {
 		cfg.Runner = sandboxRunner{shelltool.NewRunner(ws, opts)}

@@ -31,8 +31,11 @@ func TestBuildConfinedTools(t *testing.T) {
 		ids = append(ids, tl.ID)
 		byID[tl.ID] = tl
 	}
-	if !slices.Contains(ids, "local.bash") {
-		t.Errorf("no bash: %v", ids)
+	for _, want := range []string{"local.bash", "local.git_status", "local.git_diff", "local.git_log", "local.git_show",
+		"local.git_add", "local.git_commit", "local.git_branch", "local.git_checkout"} {
+		if !slices.Contains(ids, want) {
+			t.Errorf("no %s: %v", want, ids)
+		}
 	}
 	caps := sandbox.Probe()
 	if !caps.Available {
