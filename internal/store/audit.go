@@ -21,9 +21,12 @@ const MaxAuditEventBytes = 1 << 20
 // newest event, sets e.Seq, e.PrevHash and e.Hash, and inserts e; the commit is fsynced
 // before it returns, so the event survives the process being killed right after. The
 // write lock serialises appenders across processes, which is what keeps one unbroken
-// chain however many daemons and CLI commands share the data directory. A zero e.Time
-// is set to now; times are kept in UTC to the microsecond. Strings are stored exactly,
-// NUL bytes and all; argument names and HMACs must be valid UTF-8.
+// chain however many daemons and CLI commands share the data directory; within one
+// process, concurrent appends share a transaction (group commit, see auditq.go), which
+// changes neither the chain nor the guarantee. A zero e.Time is set to now; times are
+// kept in UTC to the microsecond. Strings are stored exactly, NUL bytes and all;
+// argument names and HMACs must be valid UTF-8. On error e is unchanged and the event
+// was not written.
 func (s *Store) AppendAudit(ctx context.Context, e *audit.Event) error {
 	if err := checkEvent(e); err != nil {
 		return fmt.Errorf("appending audit event: %w", err)
@@ -44,34 +47,51 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Event) error {
 		}
 		args = string(b)
 	}
+	p := &pendingAppend{ev: ev, args: args, done: make(chan error, 1)}
+	if err := s.enqueueAudit(ctx, p); err != nil {
+		return fmt.Errorf("appending audit event: %w", err)
+	}
+	*e = p.ev
+	return nil
+}
 
+// insertAuditBatch writes events in one transaction, chaining each to the one before.
+// It sets each event's Seq, PrevHash and Hash only in its copy; the caller publishes
+// them after the commit succeeded.
+func (s *Store) insertAuditBatch(ctx context.Context, batch []*pendingAppend) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("appending audit event: %w", err)
+		return err
 	}
 	defer tx.Rollback()
 	var last int64
 	var prev string
 	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`).Scan(&last, &prev)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("appending audit event: reading the chain head: %w", err)
+		return fmt.Errorf("reading the chain head: %w", err)
 	}
-	ev.Seq = last + 1
-	ev.PrevHash = prev
-	ev.Hash = audit.ComputeHash(prev, &ev)
-	_, err = tx.ExecContext(ctx, `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport, tool, alias,
-		action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`,
-		ev.Seq, formatTime(ev.Time), ev.CallID, ev.TurnID, ev.Principal, ev.Transport, ev.Tool, ev.Alias,
-		ev.Action, ev.Resource, string(ev.Decision), ev.GrantID, ev.Code, ev.Message, ev.LatencyMicros, args,
-		ev.PrevHash, ev.Hash)
+	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
+		tool, alias, action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`)
 	if err != nil {
-		return fmt.Errorf("appending audit event: %w", err)
+		return err
+	}
+	defer stmt.Close()
+	for _, p := range batch {
+		ev := &p.ev
+		ev.Seq = last + 1
+		ev.PrevHash = prev
+		ev.Hash = audit.ComputeHash(prev, ev)
+		if _, err := stmt.ExecContext(ctx, ev.Seq, formatTime(ev.Time), ev.CallID, ev.TurnID, ev.Principal,
+			ev.Transport, ev.Tool, ev.Alias, ev.Action, ev.Resource, string(ev.Decision), ev.GrantID, ev.Code,
+			ev.Message, ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
+			return err
+		}
+		last, prev = ev.Seq, ev.Hash
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("appending audit event: commit: %w", err)
+		return fmt.Errorf("commit: %w", err)
 	}
-	*e = ev
 	return nil
 }
 

@@ -21,6 +21,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
@@ -48,6 +49,11 @@ var ErrConflict = errors.New("conflict")
 type Store struct {
 	db   *sql.DB
 	path string
+
+	// Audit appends are group-committed: see auditq.go.
+	auditMu    sync.Mutex
+	auditQueue []*pendingAppend
+	auditSem   chan struct{}
 }
 
 // Open opens the store in dataDir, creating the directory (0700) and database file
@@ -80,7 +86,7 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path}
+	s := &Store{db: db, path: path, auditSem: make(chan struct{}, 1)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)

@@ -50,6 +50,7 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("AuditFilter", func(t *testing.T) { testAuditFilter(t, open(t)) })
 	t.Run("AuditHostile", func(t *testing.T) { testAuditHostile(t, open(t)) })
 	t.Run("AuditConcurrent", func(t *testing.T) { testAuditConcurrent(t, open(t)) })
+	t.Run("AuditCancel", func(t *testing.T) { testAuditCancel(t, open(t)) })
 	t.Run("Escalations", func(t *testing.T) { testEscalations(t, open(t)) })
 }
 
@@ -482,6 +483,60 @@ func testAuditConcurrent(t *testing.T, s Store) {
 	}
 	if err := audit.Verify(got); err != nil {
 		t.Errorf("concurrent appends broke the chain: %v", err)
+	}
+}
+
+// testAuditCancel appends from many goroutines, cancelling about half of them at
+// arbitrary points: an append that returned nil must be in the log and one that
+// returned an error must not, and the chain stays whole.
+func testAuditCancel(t *testing.T, s Store) {
+	const n = 300
+	var wg sync.WaitGroup
+	results := make([]error, n)
+	for i := range n {
+		ctx, cancel := context.WithCancel(context.Background())
+		if i%4 == 0 {
+			cancel() // cancelled before the call
+		}
+		wg.Go(func() {
+			defer cancel()
+			if i%4 == 1 {
+				go cancel() // cancelled during the call
+			}
+			results[i] = s.AppendAudit(ctx, &audit.Event{CallID: fmt.Sprintf("call-%d", i), Principal: "p", Tool: "t.x", Decision: audit.Allowed})
+		})
+	}
+	wg.Wait()
+	evs, err := s.ListAudit(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain: %v", err)
+	}
+	stored := map[string]bool{}
+	for _, e := range evs {
+		if stored[e.CallID] {
+			t.Errorf("%s stored twice", e.CallID)
+		}
+		stored[e.CallID] = true
+	}
+	ok := 0
+	for i, err := range results {
+		id := fmt.Sprintf("call-%d", i)
+		switch {
+		case err == nil && !stored[id]:
+			t.Errorf("%s: AppendAudit returned nil but the event is missing", id)
+		case err != nil && stored[id]:
+			t.Errorf("%s: AppendAudit returned %v but the event was written", id, err)
+		case err != nil && !errors.Is(err, context.Canceled):
+			t.Errorf("%s: unexpected error %v", id, err)
+		case err == nil:
+			ok++
+		}
+	}
+	if ok < n/2 {
+		t.Errorf("only %d of %d uncancelled appends succeeded", ok, n)
 	}
 }
 
