@@ -1,0 +1,99 @@
+package kernel_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+)
+
+// BenchmarkCallAuthorized is the kernel's own cost per authorized call: name lookup,
+// strict argument parse, schema validation, access derivation and normalisation, the
+// policy decision, the audit event (to an in-memory log) and the result, around a tool
+// that does nothing.
+func BenchmarkCallAuthorized(b *testing.B) {
+	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
+		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := k.Register(echoTool("files.read")); err != nil {
+		b.Fatal(err)
+	}
+	f := &fixture{k: k}
+	var gs []policy.Grant
+	for i := 0; i < 50; i++ {
+		gs = append(gs, policy.Grant{Principal: fmt.Sprintf("other%d", i), Tool: "*"})
+	}
+	gs = append(gs, policy.Grant{Principal: "p", Tool: "files.*", Action: "read", Resource: "path:docs/"})
+	f.grants(b, gs...)
+	tr := f.turn(b, "p")
+	req := &mcpserver.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := tr.CallTool(ctx, req)
+		if err != nil || r.IsError {
+			b.Fatalf("%v %+v", err, r)
+		}
+	}
+}
+
+// discardAudit accepts every event and keeps none, so the benchmark measures the kernel
+// rather than a growing in-memory log.
+type discardAudit struct{}
+
+func (discardAudit) AppendAudit(context.Context, *audit.Event) error { return nil }
+
+func catalogue512(b *testing.B) *fixture {
+	var tools []*kernel.Tool
+	for i := 0; i < kernel.MaxCatalog-1; i++ {
+		tools = append(tools, echoTool(fmt.Sprintf("ns%d.tool_%03d", i%16, i)))
+	}
+	f := newFixture(b, tools...)
+	f.grants(b, policy.Grant{Principal: "p", Tool: "*"}) // 511 + toolgate.escalate = 512
+	return f
+}
+
+// BenchmarkOpenTurn512 resolves a 512-tool catalogue (the three gates, publication,
+// catalogHash): the work done once per turn before tools/list can be answered.
+func BenchmarkOpenTurn512(b *testing.B) {
+	f := catalogue512(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		tr, err := f.k.OpenTurn(ctx, kernel.TurnOptions{Principal: "p"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l, _ := tr.ListTools(ctx); len(l.Tools) != kernel.MaxCatalog {
+			b.Fatalf("%d tools", len(l.Tools))
+		}
+	}
+}
+
+// BenchmarkListTools512 is tools/list on an open turn at 512 tools, including encoding
+// the answer body as the MCP layer does.
+func BenchmarkListTools512(b *testing.B) {
+	f := catalogue512(b)
+	ctx := context.Background()
+	tr := f.turn(b, "p")
+	b.ReportAllocs()
+	for b.Loop() {
+		l, err := tr.ListTools(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := json.Marshal(map[string]any{"tools": l.Tools, "_meta": map[string]string{
+			mcpserver.MetaCatalogHash: l.CatalogHash, mcpserver.MetaExecutionID: l.ExecutionID}})
+		if err != nil || len(body) == 0 {
+			b.Fatal(err)
+		}
+	}
+}
