@@ -369,6 +369,25 @@ func TestPatchFileAllOrNothing(t *testing.T) {
 	}
 }
 
+// A hunk header far past the end of the file is answered at once (mismatch), not after
+// scanning a billion candidate positions.
+func TestApplyHugeLineNumber(t *testing.T) {
+	hs, err := parsePatch("--- a/f\n+++ b/f\n@@ -1000000000,1 +1000000000,1 @@\n-zzz\n+y\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := apply("f", splitText("a\nb\n"), hs[0].hunks); done <- err }()
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Errorf("applied a hunk whose context is absent")
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("apply with a huge line number did not return")
+	}
+}
+
 func TestApplyOffsetAndNoNewline(t *testing.T) {
 	in := splitText("a\nb\nc\nd\ne")
 	hs, err := parsePatch("--- a/f\n+++ b/f\n@@ -3,3 +3,3 @@\n c\n d\n-e\n\\ No newline at end of file\n+E\n")

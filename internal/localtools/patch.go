@@ -283,6 +283,10 @@ func apply(name string, t text, hunks []hunk) (text, error) {
 
 // findBlock returns where old occurs in lines at or after min, nearest to want, or -1.
 func findBlock(lines, old []string, want, min int) int {
+	// Clamp, so a header claiming line 10^9 of a ten-line file costs ten probes, not 10^9.
+	if want > len(lines) {
+		want = len(lines)
+	}
 	if want < min {
 		want = min
 	}
