@@ -173,6 +173,11 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		}
 		ke := asFailure(runErr, code)
 		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(ke.Code), clip(ke.Message, 500)
+		if ke.Status == StatusDenied {
+			// The tool refused after authorization (a protected path it resolved, an
+			// unsafe repository): the outcome is a refusal, not an outage.
+			c.ev.Decision = audit.Denied
+		}
 		c.appendAfterRun(ctx)
 		return errorResult(ke), nil
 	}
