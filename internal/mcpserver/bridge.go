@@ -27,7 +27,8 @@ type BridgeOptions struct {
 	Path string
 	// Authorize validates the bearer token on every request: token is the
 	// Authorization header's bearer value, present is false when none was sent.
-	// Nil means no authorization, which callers allow only on loopback.
+	// Nil means no authorization, which NewBridge accepts only on a loopback
+	// host.
 	Authorize func(token string, present bool) bool
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names, for
 	// a deliberate non-loopback bind.
@@ -68,6 +69,9 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	path := opts.Path
 	if path == "" {
 		path = "/mcp"
+	}
+	if opts.Authorize == nil && !isLoopbackName(host) {
+		return nil, fmt.Errorf("mcpserver: a bridge without Authorize must listen on loopback, not %q", host)
 	}
 	logger := opts.Logger
 	if logger == nil {

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -166,7 +167,11 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		victim.end()
 	}
 
-	turn, err := g.opts.OpenTurn(ctx, principal)
+	var turn Turn
+	err := errors.New("HandlerOptions.OpenTurn is nil")
+	if g.opts.OpenTurn != nil {
+		turn, err = g.opts.OpenTurn(ctx, principal)
+	}
 	g.mu.Lock()
 	g.reserved--
 	closed := g.closed

@@ -51,7 +51,7 @@ type conn struct {
 	mu         sync.Mutex
 	version    string
 	clientCaps json.RawMessage
-	inflight   map[string]context.CancelFunc
+	inflight   map[string]*inflightCall
 	pending    map[string]chan *rpcwire.Message
 	closed     bool
 
@@ -61,7 +61,7 @@ type conn struct {
 func newConn(turn Turn, info Implementation, instructions string, log *slog.Logger) *conn {
 	return &conn{
 		turn: turn, info: info, instructions: instructions, log: log,
-		inflight: map[string]context.CancelFunc{},
+		inflight: map[string]*inflightCall{},
 		pending:  map[string]chan *rpcwire.Message{},
 	}
 }
@@ -71,11 +71,11 @@ func newConn(turn Turn, info Implementation, instructions string, log *slog.Logg
 func (c *conn) close() {
 	c.failPending()
 	c.mu.Lock()
-	cancels := c.inflight
-	c.inflight = map[string]context.CancelFunc{}
+	calls := c.inflight
+	c.inflight = map[string]*inflightCall{}
 	c.mu.Unlock()
-	for _, cancel := range cancels {
-		cancel()
+	for _, call := range calls {
+		call.cancel()
 	}
 }
 
@@ -148,14 +148,15 @@ func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answe
 	key := rpcwire.IDKey(m.ID)
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	call := &inflightCall{cancel: cancel}
 	c.mu.Lock()
-	if !c.closed {
-		c.inflight[key] = cancel
-	}
+	c.inflight[key] = call // a reused id makes the later call the one cancellable
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
-		delete(c.inflight, key)
+		if c.inflight[key] == call {
+			delete(c.inflight, key)
+		}
 		c.mu.Unlock()
 	}()
 
@@ -199,10 +200,10 @@ func (c *conn) notify(m *rpcwire.Message) {
 			return
 		}
 		c.mu.Lock()
-		cancel := c.inflight[rpcwire.IDKey(body.Items[0].Msg.ID)]
+		call := c.inflight[rpcwire.IDKey(body.Items[0].Msg.ID)]
 		c.mu.Unlock()
-		if cancel != nil {
-			cancel()
+		if call != nil {
+			call.cancel()
 		}
 	default:
 		// notifications/initialized and anything else: nothing to answer.
@@ -365,6 +366,9 @@ func (c *conn) request(ctx context.Context, method string, params any, send func
 		return m.Result, nil
 	}
 }
+
+// inflightCall is a request being answered; notifications/cancelled names it.
+type inflightCall struct{ cancel context.CancelFunc }
 
 // ErrSessionEnded is returned by Peer.Request when the session ended while the
 // request was outstanding.

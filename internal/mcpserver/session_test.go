@@ -344,3 +344,22 @@ func TestStaticToken(t *testing.T) {
 		t.Error("an empty token accepts")
 	}
 }
+
+// TestBridgeNoAuthOnlyLoopback: a bridge without Authorize refuses to listen
+// beyond loopback.
+func TestBridgeNoAuthOnlyLoopback(t *testing.T) {
+	for _, host := range []string{"0.0.0.0", "::", "192.0.2.1", "example.com"} {
+		if b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{Host: host}); err == nil {
+			b.Close()
+			t.Errorf("host %q accepted without Authorize", host)
+		}
+	}
+	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{Host: "0.0.0.0", Authorize: mcpserver.StaticToken("t")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if !strings.HasPrefix(b.URL(), "http://127.0.0.1:") {
+		t.Errorf("URL %q", b.URL())
+	}
+}
