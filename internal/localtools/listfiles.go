@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/workspace"
@@ -181,7 +184,10 @@ func listFiles(ctx context.Context, ws *workspace.Workspace, args map[string]any
 	return &kernel.Output{Text: b.String()}, nil
 }
 
+// describe renders one entry on one line. Names with control characters (a newline
+// could forge a "[truncated…]" line) or invalid UTF-8 are shown Go-quoted.
 func describe(ws *workspace.Workspace, name, sub string, d fs.DirEntry) string {
+	sub = safeName(sub)
 	switch {
 	case d.IsDir():
 		return sub + "/"
@@ -190,11 +196,18 @@ func describe(ws *workspace.Workspace, name, sub string, d fs.DirEntry) string {
 		if err != nil {
 			return sub + " -> ?"
 		}
-		return sub + " -> " + strings.ToValidUTF8(t, "\uFFFD")
+		return sub + " -> " + safeName(t)
 	case d.Type().IsRegular():
-		return strings.ToValidUTF8(sub, "\uFFFD")
+		return sub
 	}
-	return strings.ToValidUTF8(sub, "\uFFFD") + " [" + fileKind(d.Type()) + "]"
+	return sub + " [" + fileKind(d.Type()) + "]"
+}
+
+func safeName(s string) string {
+	if !utf8.ValidString(s) || strings.ContainsFunc(s, unicode.IsControl) {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // checkGlob validates every segment once, so a bad pattern is an argument error instead

@@ -57,12 +57,12 @@ func readFileTool(ws *workspace.Workspace) *kernel.Tool {
 			return readAccess(ws, p)
 		},
 		Run: func(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
-			return readFile(ws, call.Args)
+			return readFile(ctx, ws, call.Args)
 		},
 	}
 }
 
-func readFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, error) {
+func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any) (*kernel.Output, error) {
 	p, err := requireString(args, "path")
 	if err != nil {
 		return nil, err
@@ -132,6 +132,10 @@ func readFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, err
 		s, err := r.ReadString('\n')
 		if len(s) > 0 {
 			line++
+			if line%4096 == 0 && ctx.Err() != nil {
+				// Skipping to a far offset in a huge file stops when the call is cancelled.
+				return nil, kernel.Failed(kernel.CodeTimeout, "reading %s was cancelled", rel)
+			}
 			if line >= offset {
 				if shown >= limit {
 					cut = fmt.Sprintf("[truncated: showed lines %d–%d; the file has more (%d bytes); call read_file with offset=%d to continue]",
