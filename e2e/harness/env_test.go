@@ -61,6 +61,9 @@ func newWorld(t *testing.T) *world {
 	if err := os.WriteFile(filepath.Join(w.ws, "hello.txt"), []byte("hello from the workspace\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.MkdirAll(filepath.Join(w.home, ".codex"), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	var env []string
 	for _, kv := range testenv.NodeEnv(t) {
 		k, _, _ := strings.Cut(kv, "=")
