@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -396,4 +397,39 @@ func BenchmarkAppendAuditParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestNoClearArgsOnDisk appends an event whose argument is a secret, as the kernel does
+// (through HashArgs), and checks that no file in the data directory contains it.
+func TestNoClearArgsOnDisk(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	s, err := store.Open(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := s.Key(ctx, "audit-hmac")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const canary = "sk-live-CANARY-4f1e9b"
+	e := &audit.Event{Principal: "p", Tool: "http.fetch", Decision: audit.Allowed,
+		Args: audit.HashArgs(key, map[string]any{"token": canary, "headers": map[string]any{"Authorization": "Bearer " + canary}})}
+	if err := s.AppendAudit(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ent := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, ent.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Contains(b, []byte("CANARY")) {
+			t.Errorf("%s contains the clear argument value", ent.Name())
+		}
+	}
 }
