@@ -2,6 +2,7 @@ package serve
 
 import (
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -91,5 +92,79 @@ func TestShellCommandsAgainstTheDaemon(t *testing.T) {
 	out, errOut, code = run(t, data, "audit", "--verify")
 	if code != 2 || !strings.Contains(out+errOut, "seq "+strconv.Itoa(seq)) {
 		t.Errorf("audit --verify after an edit: exit %d, %s %s (want 2 naming seq %d)", code, out, errOut, seq)
+	}
+}
+
+// Each gate hides a tool from a running daemon's next turn: no grant, a disabled
+// namespace (from the shell), and registration (no --workspace, no local tools).
+func TestGatesThroughTheDaemon(t *testing.T) {
+	data := filepath.Join(t.TempDir(), "data")
+	d := startServe(t, data, workspaceDir(t))
+	owner := d.ownerToken()
+	names := func() []string {
+		_, _, body := request(t, "GET", d.url+"/v1/tools", owner, "")
+		return toolNames(t, body)
+	}
+	if n := names(); !slices.Contains(n, "local.read_file") {
+		t.Fatalf("default catalogue %v", n)
+	}
+	if out, errOut, code := run(t, data, "namespaces", "disable", "local"); code != 0 || out != "local disabled\n" {
+		t.Fatalf("disable: %d %q %s", code, out, errOut)
+	}
+	for _, n := range names() {
+		if strings.HasPrefix(n, "local.") {
+			t.Errorf("disabled namespace still published: %s", n)
+		}
+	}
+	_, _, body := request(t, "POST", d.url+"/v1/tools/invoke", owner, `{"name":"local.read_file","arguments":{"path":"docs/a.md"}}`)
+	if !strings.Contains(string(body), `"toolgate/code":"tool_unavailable"`) {
+		t.Errorf("call into a disabled namespace: %s", body)
+	}
+	out, _, _ := run(t, data, "audit", "--json", "--tool", "local.read_file")
+	if !strings.Contains(out, "namespace_disabled") {
+		t.Errorf("audit does not say namespace_disabled: %s", out)
+	}
+	if out, _, _ := run(t, data, "namespaces", "ls"); !strings.Contains(out, "local") || !strings.Contains(out, "disabled") {
+		t.Errorf("namespaces ls: %s", out)
+	}
+	run(t, data, "namespaces", "enable", "local")
+	if n := names(); !slices.Contains(n, "local.read_file") {
+		t.Errorf("re-enabled namespace: %v", n)
+	}
+	if _, _, code := run(t, data, "namespaces", "disable", "Bad NS"); code == 0 {
+		t.Errorf("an invalid namespace was accepted")
+	}
+	// Grant gate: remove the default local.* grant from the shell.
+	out, _, _ = run(t, data, "grant", "ls", "--json")
+	var grants []struct{ ID, Tool string }
+	if err := json.Unmarshal([]byte(out), &grants); err != nil {
+		t.Fatalf("grant ls --json: %v\n%s", err, out)
+	}
+	var id string
+	for _, g := range grants {
+		if g.Tool == "local.*" {
+			id = g.ID
+		}
+	}
+	if id == "" {
+		t.Fatalf("no local.* grant in %s", out)
+	}
+	if _, errOut, code := run(t, data, "grant", "rm", id); code != 0 {
+		t.Fatalf("grant rm: %s", errOut)
+	}
+	for _, n := range names() {
+		if strings.HasPrefix(n, "local.") {
+			t.Errorf("ungranted tool still published: %s", n)
+		}
+	}
+	// Registration gate: without --workspace there are no local tools to publish.
+	d.stop(syscall.SIGTERM)
+	run(t, data, "grant", "add", "--principal", "default", "--tool", "local.*")
+	d2 := startServe(t, data, "")
+	_, _, body = request(t, "GET", d2.url+"/v1/tools", owner, "")
+	for _, n := range toolNames(t, body) {
+		if strings.HasPrefix(n, "local.") {
+			t.Errorf("unregistered tool published: %s", n)
+		}
 	}
 }
