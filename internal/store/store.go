@@ -34,6 +34,9 @@ const DBFile = "toolgate.db"
 // failing with "database is locked".
 const BusyTimeout = 10 * time.Second
 
+// MaxOpenConns bounds the connections one Store opens.
+const MaxOpenConns = 16
+
 // ErrNotFound is wrapped by lookups and removals of something that does not exist.
 var ErrNotFound = errors.New("not found")
 
@@ -86,6 +89,11 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
+	// Each SQLite connection holds three descriptors (db, -wal, -shm) and its own page
+	// cache; thousands of concurrent calls must not open thousands of them. No store
+	// method needs two connections at once, so a bounded pool cannot deadlock.
+	db.SetMaxOpenConns(MaxOpenConns)
+	db.SetMaxIdleConns(4)
 	s := &Store{db: db, path: path, auditSem: make(chan struct{}, 1)}
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
