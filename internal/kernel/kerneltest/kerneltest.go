@@ -44,6 +44,9 @@ func (a *Audit) Events() []audit.Event {
 	return append([]audit.Event(nil), a.events...)
 }
 
+// Len is the number of events appended so far.
+func (a *Audit) Len() int { a.mu.Lock(); defer a.mu.Unlock(); return len(a.events) }
+
 // ByCall returns the events recorded for one call id, in order.
 func (a *Audit) ByCall(callID string) []audit.Event {
 	var out []audit.Event
