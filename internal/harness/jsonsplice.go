@@ -80,8 +80,8 @@ func parseJSONDoc(b []byte, comments bool) (*jsonDoc, error) {
 	if err := dec.Decode(&top); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if _, err := dec.Token(); err == nil {
-		return nil, errors.New("invalid JSON: more than one value in the file")
+	if off := int(dec.InputOffset()); skipWS(scan, off) != len(scan) {
+		return nil, errors.New("invalid JSON: more than one value in the file (or text after it)")
 	}
 	if _, ok := top.(map[string]any); !ok {
 		return nil, errors.New("invalid JSON: the top level must be an object")
