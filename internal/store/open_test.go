@@ -54,6 +54,14 @@ func helper(mode string) int {
 			}
 		}
 		return 0
+	case "key":
+		k, err := s.Key(ctx, "token")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		fmt.Printf("%x\n", k)
+		return 0
 	case "stream":
 		w := bufio.NewWriter(os.Stdout)
 		for i := 0; ; i++ {
@@ -255,6 +263,49 @@ func TestConcurrentOpen(t *testing.T) {
 	if err := audit.Verify(evs); err != nil {
 		t.Error(err)
 	}
+}
+
+// TestKeyAcrossProcesses asks several fresh processes for the same key at once: exactly
+// one key is created and every process gets it.
+func TestKeyAcrossProcesses(t *testing.T) {
+	dir := t.TempDir()
+	var cmds []*exec.Cmd
+	var outs []*strings.Builder
+	for range 5 {
+		cmd := helperCmd(t, "key "+dir)
+		out := &strings.Builder{}
+		cmd.Stdout = out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, outs = append(cmds, cmd), append(outs, out)
+	}
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("child: %v", err)
+		}
+	}
+	s := openDir(t, dir)
+	k, err := s.Key(context.Background(), "token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%x\n", k)
+	for i, out := range outs {
+		if out.String() != want {
+			t.Errorf("process %d got key %q, want %q", i, out.String(), want)
+		}
+	}
+}
+
+func openDir(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(context.Background(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
 }
 
 // TestMultiProcessChain appends from several processes and from goroutines of this one
