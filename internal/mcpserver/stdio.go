@@ -135,6 +135,13 @@ loop:
 					continue
 				}
 			default:
+				// The slot is queued before the call starts, so every call that
+				// starts is answered, even when cancelled.
+				select {
+				case slots <- s:
+				case <-ctx.Done():
+					break loop
+				}
 				calls.Add(1)
 				go func() {
 					defer calls.Done()
@@ -142,11 +149,6 @@ loop:
 					answers, _ := c.runItems(ctx, body.Items, peer)
 					s.answer = joinAnswers(answers, body.Batch)
 				}()
-				select {
-				case slots <- s:
-				case <-ctx.Done():
-					break loop
-				}
 				continue
 			}
 		}
