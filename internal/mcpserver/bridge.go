@@ -37,6 +37,9 @@ type BridgeOptions struct {
 	Instructions string
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// ReadHeaderTimeout bounds how long a client may take to send its request
+	// headers (slowloris); default 10s.
+	ReadHeaderTimeout time.Duration
 	// Logger receives failures (never tokens or arguments); nil discards.
 	Logger *slog.Logger
 }
@@ -111,9 +114,13 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		urlHost = "127.0.0.1"
 	}
 	b.url = "http://" + net.JoinHostPort(urlHost, strconv.Itoa(port)) + path
+	readHeader := opts.ReadHeaderTimeout
+	if readHeader <= 0 {
+		readHeader = 10 * time.Second
+	}
 	b.srv = &http.Server{
 		Handler:           b.core,
-		ReadHeaderTimeout: 10 * time.Second,
+		ReadHeaderTimeout: readHeader,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          log.New(discardWriter{}, "", 0),

@@ -363,3 +363,29 @@ func TestBridgeNoAuthOnlyLoopback(t *testing.T) {
 		t.Errorf("URL %q", b.URL())
 	}
 }
+
+// TestBridgeReadHeaderTimeout: a client that never finishes its headers is
+// disconnected instead of holding the connection open.
+func TestBridgeReadHeaderTimeout(t *testing.T) {
+	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{ReadHeaderTimeout: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", b.Port()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.Write([]byte("POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")); err != nil {
+		t.Fatal(err)
+	}
+	// The read returns only once the server gives up on the headers and
+	// closes the connection (a 408 may come first).
+	buf := make([]byte, 1024)
+	for {
+		if _, err := conn.Read(buf); err != nil {
+			break
+		}
+	}
+}
