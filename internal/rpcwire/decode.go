@@ -10,7 +10,8 @@
 //
 // Limits (documented in docs/http-contract.md): a message is at most
 // MaxMessageBytes (4 MiB) and nests at most MaxDepth (64) arrays and objects;
-// input over either is a -32700 error, decided before any large allocation.
+// input over either is a -32700 error, decided before any large allocation. A
+// batch holds at most MaxBatch (256) messages; a longer one is -32600.
 //
 // The wire types and ID handling are the Go SDK's jsonrpc package; this package
 // adds what the SDK leaves out: batches, strict decoding, and the error mapping of
@@ -38,12 +39,24 @@ const (
 	// MaxDepth is the deepest nesting of arrays and objects accepted. A batch's
 	// array counts as one level.
 	MaxDepth = 64
+	// MaxBatch is the most messages one batch may hold. Answers are held until a
+	// batch is done, so the cap bounds how much one small request can make the
+	// server build (a batch of tools/list calls).
+	MaxBatch = 256
 )
 
 // Limits bounds what Decode accepts. The zero value means the defaults above.
 type Limits struct {
 	MaxBytes int
 	MaxDepth int
+	MaxBatch int
+}
+
+func (l Limits) maxBatch() int {
+	if l.MaxBatch > 0 {
+		return l.MaxBatch
+	}
+	return MaxBatch
 }
 
 func (l Limits) maxBytes() int {
@@ -107,6 +120,9 @@ func (l Limits) Decode(data []byte) (*Body, *jsonrpc.Error) {
 			return nil, ParseError("body is not JSON")
 		}
 		for p.dec.More() {
+			if len(body.Items) == l.maxBatch() {
+				return nil, InvalidRequest(fmt.Sprintf("a batch holds at most %d messages", l.maxBatch()))
+			}
 			st := &objState{}
 			v, err := p.value(2, st)
 			if err != nil {

@@ -184,6 +184,15 @@ func TestDecodeLimits(t *testing.T) {
 	if _, err := Decode([]byte(strings.Repeat("[", 1_000_000))); err == nil {
 		t.Error("a million brackets accepted")
 	}
+	batch := func(n int) string {
+		return "[" + strings.TrimSuffix(strings.Repeat(`{"jsonrpc":"2.0","id":1,"method":"ping"},`, n), ",") + "]"
+	}
+	if body, err := Decode([]byte(batch(MaxBatch))); err != nil || len(body.Items) != MaxBatch {
+		t.Errorf("batch of %d refused: %v", MaxBatch, err)
+	}
+	if _, err := Decode([]byte(batch(MaxBatch + 1))); err == nil || err.Code != -32600 || !strings.Contains(err.Message, "at most") {
+		t.Errorf("batch of %d: %v", MaxBatch+1, err)
+	}
 	big := `{"jsonrpc":"2.0","id":1,"method":"x","params":{"s":"` + strings.Repeat("a", 100) + `"}}`
 	if _, err := (Limits{MaxBytes: 50}).Decode([]byte(big)); err == nil || err.Code != -32700 {
 		t.Errorf("oversize: got %v", err)
