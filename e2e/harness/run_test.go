@@ -18,8 +18,9 @@ import (
 const fakeHarness = `#!/usr/bin/env node
 const fs = require("node:fs");
 const { execFileSync } = require("node:child_process");
-const [flag, file] = process.argv.slice(2, 4);
-if (flag !== "--mcp-config") { console.error("no --mcp-config"); process.exit(90); }
+const flag = process.argv[2] || "";
+if (!flag.startsWith("--mcp-config=")) { console.error("no --mcp-config=FILE"); process.exit(90); }
+const file = flag.slice("--mcp-config=".length);
 const mode = fs.statSync(file).mode & 0o777;
 const dirMode = fs.statSync(require("node:path").dirname(file)).mode & 0o777;
 if (mode !== 0o600 || dirMode !== 0o700) { console.error("modes", mode.toString(8), dirMode.toString(8)); process.exit(91); }
@@ -99,6 +100,11 @@ func TestRunRealHarnesses(t *testing.T) {
 	}
 	if code != 0 || json.Unmarshal([]byte(out), &got) != nil || !strings.HasPrefix(got.Transport.URL, "http://127.0.0.1:") || got.Transport.Env != "TOOLGATE_EXECUTION_TOKEN" {
 		t.Errorf("run codex (exit %d): %+v\n%s\n%s", code, got, out, stderr)
+	}
+	// Claude Code takes the inserted --mcp-config=FILE without swallowing the subcommand.
+	out, stderr, code = w.run(w.bin, "run", "--harness", "claude-code", "--", testenv.NPMBin(t, "claude"), "mcp", "list")
+	if code != 0 || strings.Contains(out+stderr, "took \"mcp\" as its value") {
+		t.Errorf("run claude mcp list (exit %d):\n%s\n%s", code, out, stderr)
 	}
 	if strings.Contains(stderr, "tgx1.") {
 		t.Errorf("a token reached the terminal:\n%s", stderr)

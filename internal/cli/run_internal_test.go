@@ -19,7 +19,7 @@ import (
 func TestRunEndsTheBridgeSession(t *testing.T) {
 	copyTo := filepath.Join(t.TempDir(), "conn.json")
 	script := filepath.Join(t.TempDir(), "fake-claude")
-	body := "#!/bin/sh\n[ \"$1\" = --mcp-config ] || exit 9\ncp \"$2\" \"$FAKE_COPY\" || exit 10\nexit 3\n"
+	body := "#!/bin/sh\ncase \"$1\" in --mcp-config=*) ;; *) exit 9;; esac\ncp \"${1#--mcp-config=}\" \"$FAKE_COPY\" || exit 10\nexit 3\n"
 	if err := os.WriteFile(script, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -460,7 +460,7 @@ func TestLaunch(t *testing.T) {
 		wantArgs []string
 		wantEnv  []string
 	}{
-		{"claude-code", httpServer, []string{"claude", "--mcp-config", "/t/f", "-p", "hi"}, nil},
+		{"claude-code", httpServer, []string{"claude", "--mcp-config=/t/f", "-p", "hi"}, nil},
 		{"pi", stdioServer, []string{"claude", "--mcp-config", "/t/f", "-p", "hi"}, nil},
 		{"deepseek", stdioServer, []string{"claude", "--patch", "/t/f", "-p", "hi"}, nil},
 		{"gemini", httpServer, []string{"claude", "-p", "hi"}, []string{"GEMINI_CLI_SYSTEM_SETTINGS_PATH=/t/f"}},

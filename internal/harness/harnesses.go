@@ -157,9 +157,10 @@ var (
 		DefaultPath: cwdPath(".mcp.json"), PathDoc: "./.mcp.json (project scope)",
 		Names: claudeRule,
 		launch: func(argv []string, file string, s Server) (Launch, error) {
-			return Launch{Args: insertAfterProgram(argv, "--mcp-config", file)}, nil
+			// One argument: --mcp-config is variadic and would swallow a following prompt.
+			return Launch{Args: insertAfterProgram(argv, "--mcp-config="+file)}, nil
 		},
-		LaunchDoc: "inserts --mcp-config FILE after the program name",
+		LaunchDoc: "inserts --mcp-config=FILE after the program name (one argument: the flag takes several values)",
 	}, []string{"mcpServers"}, claudeEntry, nil))
 
 	_ = register(&Harness{
