@@ -120,7 +120,7 @@ loop:
 		} else if len(bytes.TrimSpace(lr.line)) == 0 {
 			continue
 		} else {
-			body, rpcErr := limits.Decode(lr.line)
+			body, rpcErr := limits.Decode(bytes.TrimRight(lr.line, "\r\n"))
 			switch {
 			case rpcErr != nil:
 				s.answer = rpcwire.Error(jsonrpc.ID{}, rpcErr)
@@ -234,7 +234,7 @@ func readLines(r io.Reader, max int, out chan<- lineResult, quit <-chan struct{}
 		for {
 			chunk, err := br.ReadSlice('\n')
 			if !tooLong {
-				if len(line)+len(chunk) > max+1 { // +1: the newline itself
+				if len(line)+len(chunk) > max+2 { // +2: the line end, "\n" or "\r\n"
 					tooLong = true
 					line = nil
 				} else {

@@ -134,6 +134,15 @@ func TestStdioTooLongLine(t *testing.T) {
 	if lines[1] != `{"jsonrpc":"2.0","id":2,"result":{}}` {
 		t.Errorf("line 1: %s", lines[1])
 	}
+	// A line of exactly the cap (plus its newline, with or without a CR) is served.
+	exact := `{"jsonrpc":"2.0","id":3,"method":"ping","params":{"p":"` + strings.Repeat("y", 1000-58) + `"}}`
+	if len(exact) != 1000 {
+		t.Fatalf("exact line is %d bytes", len(exact))
+	}
+	lines = runStdio(t, exact+"\r\n"+exact+"\n", mcpserver.StdioOptions{MaxMessageBytes: 1000})
+	if len(lines) != 2 || lines[0] != `{"jsonrpc":"2.0","id":3,"result":{}}` || lines[1] != lines[0] {
+		t.Errorf("line at the cap: %v", lines)
+	}
 	// The same cap at end of input without a newline.
 	lines = runStdio(t, long, mcpserver.StdioOptions{MaxMessageBytes: 1000})
 	if len(lines) != 1 || !strings.Contains(lines[0], "-32700") {
