@@ -715,6 +715,9 @@ func TestHostileCalls(t *testing.T) {
 	refusal(t, call(t, tr, "files.read", `{"msg":`+deep+`}`), kernel.StatusFailed, kernel.CodeInvalidArguments)
 	refusal(t, call(t, tr, "files.read", `{"msg":"\xff"`), kernel.StatusFailed, kernel.CodeInvalidArguments)
 	refusal(t, call(t, tr, "files.read", `"str"`), kernel.StatusFailed, kernel.CodeInvalidArguments)
+	refusal(t, call(t, tr, "files.read", `{"msg":"a"} {"msg":"b"}`), kernel.StatusFailed, kernel.CodeInvalidArguments)
+	refusal(t, call(t, tr, "files.read", `{"msg":"a"}x`), kernel.StatusFailed, kernel.CodeInvalidArguments)
+	refusal(t, call(t, tr, "files.read", `{"msg":1e999999}`), kernel.StatusFailed, kernel.CodeInvalidArguments)
 	refusal(t, call(t, tr, "files.read", `{"path":"a\u0000b"}`), kernel.StatusFailed, kernel.CodeInvalidArguments)
 	refusal(t, call(t, tr, "files.read", `{"path":"a\\..\\..\\x"}`), kernel.StatusFailed, kernel.CodeInvalidArguments)
 	if _, err := f.k.OpenTurn(context.Background(), kernel.TurnOptions{}); err == nil {

@@ -88,7 +88,8 @@ type Call struct {
 	ID        string
 	Principal string
 	Tool      *Tool
-	// Args is the parsed, schema-validated arguments object (never nil).
+	// Args is the parsed, schema-validated arguments object (never nil). Numbers are
+	// json.Number, exactly as the caller wrote them, so no integer loses precision.
 	Args   map[string]any
 	Access Access
 	// Peer reaches the harness's client (elicitation). Never nil.

@@ -113,7 +113,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if err != nil {
 		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
 	}
-	if err := validate(e, req.Arguments); err != nil {
+	if err := e.schema.Validate(any(args)); err != nil {
 		return c.refuseWith(ctx, Failed(CodeInvalidArguments, "arguments do not match the input schema: %s", clip(err.Error(), 2000)),
 			CodeInvalidArguments, "arguments do not match the input schema: "+schemaErrorSummary(err))
 	}
@@ -301,6 +301,9 @@ func (t *Turn) registeredAs(name string) *entry {
 	return nil
 }
 
+// parseArgs decodes the arguments object once, with numbers kept exactly as sent
+// (json.Number), and the same value is both validated and handed to the tool: what the
+// schema checked is what runs.
 func parseArgs(raw json.RawMessage) (map[string]any, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
@@ -309,28 +312,15 @@ func parseArgs(raw json.RawMessage) (map[string]any, error) {
 	if trimmed[0] != '{' {
 		return nil, errors.New("arguments must be a JSON object")
 	}
-	var args map[string]any
-	if err := json.Unmarshal(trimmed, &args); err != nil {
+	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
+	if err != nil {
 		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
 	}
-	if args == nil {
-		args = map[string]any{}
+	args, ok := v.(map[string]any)
+	if !ok {
+		return nil, errors.New("arguments must be a JSON object")
 	}
 	return args, nil
-}
-
-// validate checks the arguments against the schema compiled at registration. It parses
-// with exact numbers (the schema sees 2^53+1 as written).
-func validate(e *entry, raw json.RawMessage) error {
-	trimmed := bytes.TrimSpace(raw)
-	if len(trimmed) == 0 || string(trimmed) == "null" {
-		trimmed = []byte("{}")
-	}
-	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
-	if err != nil {
-		return err
-	}
-	return e.schema.Validate(inst)
 }
 
 // schemaErrorSummary names where validation failed without quoting any value, so it
