@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,6 +37,7 @@ type auditFlags struct {
 	principal, tool        string
 	decision, callID       string
 	since, until           string
+	anchor                 string
 	limit                  int
 	interval               time.Duration
 }
@@ -54,6 +56,9 @@ denied, failed, escalated), oldest first. Argument values appear only as HMACs.
   --verify    check the whole hash chain; prints the event count and head hash, or exits
               with status 2 naming the first broken seq (an edited, deleted, inserted or
               reordered event). Filters do not apply to --verify.
+  --anchor    with --verify, SEQ:HASH from an earlier run's "head seq S hash H": the
+              chain must still contain exactly that event, which also catches the
+              newest events being removed or the whole chain being rewritten since.
 
 --since and --until take an RFC 3339 time (2026-11-29T10:00:00Z), a date (2026-11-29,
 UTC) or a duration meaning that long ago (90m, 24h). --since is inclusive, --until
@@ -67,6 +72,7 @@ exclusive.`,
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.follow, "follow", "f", false, "keep printing new events until interrupted")
 	fl.BoolVar(&f.verify, "verify", false, "verify the whole hash chain")
+	fl.StringVar(&f.anchor, "anchor", "", "with --verify: a head SEQ:HASH printed by an earlier --verify that the chain must still pass through")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object per line")
 	fl.StringVar(&f.principal, "principal", "", "only events of this principal")
 	fl.StringVar(&f.tool, "tool", "", "only events of this canonical tool id")
@@ -83,6 +89,17 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 	if f.verify && (f.follow || f.principal != "" || f.tool != "" || f.decision != "" || f.callID != "" ||
 		f.since != "" || f.until != "" || f.limit != 0) {
 		return errors.New("audit: --verify checks the whole chain and takes no filters, --limit or --follow")
+	}
+	if f.anchor != "" && !f.verify {
+		return errors.New("audit: --anchor only applies to --verify")
+	}
+	var anchor *auditAnchor
+	if f.anchor != "" {
+		a, err := parseAuditAnchor(f.anchor)
+		if err != nil {
+			return fmt.Errorf("audit: --anchor: %w", err)
+		}
+		anchor = &a
 	}
 	if f.limit < 0 {
 		return fmt.Errorf("audit: --limit must not be negative, got %d", f.limit)
@@ -111,7 +128,7 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 	}
 	defer s.Close()
 	if f.verify {
-		return verifyAudit(ctx, env.Out, s)
+		return verifyAudit(ctx, env.Out, s, anchor)
 	}
 
 	var headAtStart int64
@@ -206,7 +223,25 @@ func parseAuditTime(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date (YYYY-MM-DD) or a duration", v)
 }
 
-func verifyAudit(ctx context.Context, w io.Writer, s *store.Store) error {
+// auditAnchor is a head recorded from an earlier verification.
+type auditAnchor struct {
+	seq  int64
+	hash string
+}
+
+func parseAuditAnchor(v string) (auditAnchor, error) {
+	seqStr, hash, ok := strings.Cut(v, ":")
+	seq, err := strconv.ParseInt(seqStr, 10, 64)
+	if !ok || err != nil || seq < 1 {
+		return auditAnchor{}, fmt.Errorf("%q: want SEQ:HASH with SEQ ≥ 1", v)
+	}
+	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
+		return auditAnchor{}, fmt.Errorf("%q: HASH must be 64 lowercase hex characters", v)
+	}
+	return auditAnchor{seq, hash}, nil
+}
+
+func verifyAudit(ctx context.Context, w io.Writer, s *store.Store, anchor *auditAnchor) error {
 	var v audit.Verifier
 	var after int64
 	for {
@@ -218,6 +253,10 @@ func verifyAudit(ctx context.Context, w io.Writer, s *store.Store) error {
 			if err := v.Add(&evs[i]); err != nil {
 				return &ExitError{Code: ExitChainBroken, Err: err}
 			}
+			if anchor != nil && evs[i].Seq == anchor.seq && evs[i].Hash != anchor.hash {
+				return &ExitError{Code: ExitChainBroken, Err: &audit.ChainError{Seq: anchor.seq,
+					Reason: "its hash differs from the anchor: the chain was rewritten since the anchor was recorded"}}
+			}
 		}
 		if len(evs) < auditPage {
 			break
@@ -225,6 +264,10 @@ func verifyAudit(ctx context.Context, w io.Writer, s *store.Store) error {
 		after = evs[len(evs)-1].Seq
 	}
 	n, seq, hash := v.Head()
+	if anchor != nil && seq < anchor.seq {
+		return &ExitError{Code: ExitChainBroken, Err: &audit.ChainError{Seq: seq + 1,
+			Reason: fmt.Sprintf("the chain ends at seq %d but the anchor is seq %d: the newest events were removed", seq, anchor.seq)}}
+	}
 	if n == 0 {
 		fmt.Fprintln(w, "audit chain ok: no events")
 		return nil
