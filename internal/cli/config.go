@@ -238,7 +238,11 @@ endpoint) and carries a freshly minted execution token.`,
 					where = p + " — " + h.PathDoc
 				}
 			}
-			fmt.Fprintf(env.Err, "toolgate: %s reads this from %s\n", h.Title, where)
+			if h.NoConnect {
+				fmt.Fprintf(env.Err, "toolgate: %s: %s\n", h.Title, h.PathDoc)
+			} else {
+				fmt.Fprintf(env.Err, "toolgate: %s reads this from %s\n", h.Title, where)
+			}
 			if s.IsHTTP() && !f.noToken {
 				fmt.Fprintf(env.Err, "toolgate: it carries an execution token for %s valid for %s; keep the file private\n", f.principal, f.ttl)
 			}

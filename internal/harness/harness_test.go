@@ -507,3 +507,20 @@ func TestLineDiff(t *testing.T) {
 		t.Error("diff of equal texts is not empty")
 	}
 }
+
+func TestTOMLReplaceKeepsCommentsOfTheNextTable(t *testing.T) {
+	h, _ := Lookup("codex")
+	in := "[mcp_servers.toolgate] # old\ncommand = \"old\"\n\n[mcp_servers.toolgate.env]\nA = \"1\"\n\n# profiles follow\n[profiles.x]\nmodel = \"m\"\n"
+	out, err := h.Merge([]byte(in), stdioServer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	if !strings.Contains(s, "# profiles follow\n[profiles.x]") || strings.Contains(s, "old") || strings.Contains(s, "A = ") {
+		t.Errorf("merge =\n%s", s)
+	}
+	e, err := h.Entry(out, "toolgate")
+	if err != nil || e["command"] != stdioServer.Command {
+		t.Errorf("entry %v %v", e, err)
+	}
+}

@@ -161,14 +161,31 @@ func mergeTOML(content []byte, name string, entry map[string]any) ([]byte, error
 	}
 	want := []string{"mcp_servers", name}
 	lines, inStr := tomlLines(content)
-	var out []string
+	var out, dropped []string
 	inserted, inBlock, sawBlock := false, false, false
+	// keepTrailing re-emits the comments and blank lines that end a replaced block:
+	// they introduce whatever table follows, not toolgate's.
+	keepTrailing := func() {
+		j := len(dropped)
+		for j > 0 {
+			t := strings.TrimSpace(dropped[j-1])
+			if t != "" && !strings.HasPrefix(t, "#") {
+				break
+			}
+			j--
+		}
+		out = append(out, dropped[j:]...)
+		dropped = nil
+	}
 	for i, line := range lines {
 		if !inStr[i] {
 			if path, _, ok := tomlHeaderPath(line); ok {
+				was := inBlock
 				inBlock = hasPrefixPath(path, want)
 				if inBlock {
 					sawBlock = true
+				} else if was {
+					keepTrailing()
 				}
 			}
 		}
@@ -177,9 +194,13 @@ func mergeTOML(content []byte, name string, entry map[string]any) ([]byte, error
 				out = append(out, string(block))
 				inserted = true
 			}
+			dropped = append(dropped, line)
 			continue
 		}
 		out = append(out, line)
+	}
+	if inBlock {
+		keepTrailing()
 	}
 	if ms, ok := before["mcp_servers"].(map[string]any); ok && ms[name] != nil && !sawBlock {
 		return nil, fmt.Errorf("mcp_servers.%s is defined with dotted keys or an inline table; toolgate only replaces a [mcp_servers.%s] table, so edit it by hand or remove it first", name, name)
