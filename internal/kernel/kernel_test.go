@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
@@ -710,6 +711,10 @@ func TestHostileCalls(t *testing.T) {
 	b := refusal(t, call(t, tr, huge, ""), kernel.StatusDenied, kernel.CodeToolUnavailable)
 	if len(b.Message) > 400 {
 		t.Errorf("refusal echoes a %d-byte name", len(b.Message))
+	}
+	refusal(t, call(t, tr, "files.\xff\x00read", ""), kernel.StatusDenied, kernel.CodeToolUnavailable)
+	if e := f.aud.Last(); !utf8.ValidString(e.Tool) || !utf8.ValidString(e.Message) {
+		t.Errorf("audit event carries invalid UTF-8: %q %q", e.Tool, e.Message)
 	}
 	deep := strings.Repeat(`{"a":`, 500) + "1" + strings.Repeat("}", 500)
 	refusal(t, call(t, tr, "files.read", `{"msg":`+deep+`}`), kernel.StatusFailed, kernel.CodeInvalidArguments)

@@ -95,11 +95,11 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		c.ev.Alias = t.alias(req.Name)
 	}
 	if t.closed.Load() {
-		c.ev.Tool = clip(req.Name, maxNameInMessage)
+		c.ev.Tool = safeName(req.Name)
 		return c.refuse(ctx, Denied(CodeTurnClosed, "the turn is over; open a new one"))
 	}
 	if t.escalated.Load() {
-		c.ev.Tool = clip(req.Name, maxNameInMessage)
+		c.ev.Tool = safeName(req.Name)
 		return c.refuse(ctx, Denied(CodeEscalationPending, "this turn ended by escalating to a person; nothing further runs on it").WithRetryable(false))
 	}
 	e, ok := t.byName[req.Name]
@@ -269,7 +269,7 @@ func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.C
 // unavailable refuses a name that is not in this turn's catalogue. The caller always
 // sees tool_unavailable; the audit event says namespace_disabled when that is why.
 func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.CallResult, error) {
-	c.ev.Tool = clip(name, maxNameInMessage)
+	c.ev.Tool = safeName(name)
 	code := CodeToolUnavailable
 	if e := c.t.registeredAs(name); e != nil {
 		c.ev.Tool = e.tool.ID
@@ -277,7 +277,7 @@ func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.Ca
 			code = CodeNamespaceDisabled
 		}
 	}
-	ke := Denied(CodeToolUnavailable, "tool %q is not available", clip(name, maxNameInMessage))
+	ke := Denied(CodeToolUnavailable, "tool %q is not available", safeName(name))
 	return c.refuseWith(ctx, ke, code, ke.Message)
 }
 
@@ -399,6 +399,12 @@ func describe(res string) string {
 		return "any resource"
 	}
 	return fmt.Sprintf("%q", res)
+}
+
+// safeName is a caller-supplied tool name fit for a message or an audit event: at most
+// maxNameInMessage bytes of valid UTF-8.
+func safeName(name string) string {
+	return strings.ToValidUTF8(clip(name, maxNameInMessage), "\uFFFD")
 }
 
 func clip(s string, n int) string {
