@@ -72,9 +72,16 @@ func TestRunOneTurn(t *testing.T) {
 		resp.Body.Close()
 		t.Errorf("the bridge still answers after the run: %s", resp.Status)
 	}
-	audit, _ := w.toolgate("audit")
-	if !strings.Contains(audit, "toolgate.escalate") {
-		t.Errorf("the escalation is not in the audit trail:\n%s", audit)
+	audit, _ := w.toolgate("audit", "--json", "--tool", "toolgate.escalate")
+	var ev struct {
+		Tool, Alias, Decision, Transport string
+	}
+	if err := json.Unmarshal([]byte(lastLine(audit)), &ev); err != nil {
+		t.Fatalf("audit: %v\n%s", err, audit)
+	}
+	// The harness display name is recorded for diagnosis; the canonical id is what decided.
+	if ev.Tool != "toolgate.escalate" || ev.Alias != "mcp__toolgate__toolgate_escalate" || ev.Decision != "escalated" || ev.Transport != "http" {
+		t.Errorf("audit event = %+v", ev)
 	}
 }
 
@@ -227,5 +234,59 @@ func TestAliasAndConfigCLI(t *testing.T) {
 	_, stderr, code := w.run(w.bin, "config", "claude-desktop", "--http", "http://127.0.0.1:1/mcp")
 	if code == 0 || !strings.Contains(stderr, "stdio") {
 		t.Errorf("claude-desktop over HTTP: exit %d %s", code, stderr)
+	}
+}
+
+// fakeDsh stands in for DeepSeek's dsh: it reads the --patch overlay toolgate run wrote,
+// lists the tools through the MCP Inspector and calls the one named in CALL.
+const fakeDsh = `#!/usr/bin/env node
+const fs = require("node:fs");
+const { execFileSync } = require("node:child_process");
+if (process.argv[2] !== "--patch") process.exit(90);
+const text = fs.readFileSync(process.argv[3], "utf8");
+const url = /\burl: (\S+)/.exec(text)[1];
+const auth = /Authorization: (Bearer \S+)/.exec(text)[1];
+const dir = process.env.INSPECTOR_DIR;
+const base = [dir + "/index.js", url, "--transport", "http", "--header", "Authorization: " + auth];
+const list = execFileSync(process.execPath, [...base, "--method", "tools/list"], { cwd: dir }).toString();
+fs.writeFileSync(process.env.FAKE_OUT, list);
+execFileSync(process.execPath, [...base, "--method", "tools/call", "--tool-name", process.env.CALL, "--tool-arg", "reason=short form"], { cwd: dir });
+`
+
+// TestRunPublishesShortForms runs a DeepSeek stand-in: dsh rejects '.', so the bridge
+// publishes toolgate.escalate under its stable short form, a call by that name reaches
+// the canonical tool, and the audit event records the canonical id with the alias.
+func TestRunPublishesShortForms(t *testing.T) {
+	w := newWorld(t)
+	short := strings.TrimSpace(mustOut(w.toolgate("alias", "deepseek", "toolgate.escalate")))
+	if !regexp.MustCompile(`^mcp__toolgate__toolgate_escalate_[0-9a-f]{8}$`).MatchString(short) {
+		t.Fatalf("alias = %q", short)
+	}
+	published := strings.TrimPrefix(short, "mcp__toolgate__")
+	script := filepath.Join(t.TempDir(), "dsh")
+	w.write(script, fakeDsh)
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	outFile := filepath.Join(t.TempDir(), "list.json")
+	w.env = append(w.env, "FAKE_OUT="+outFile, "CALL="+published,
+		"INSPECTOR_DIR="+filepath.Join(testenv.NPMDir(t), "node_modules", "@modelcontextprotocol", "inspector-cli", "build"))
+	_, stderr, code := w.run(w.bin, "run", "--harness", "deepseek", "--", script)
+	if code != 0 {
+		t.Fatalf("run exited %d\n%s", code, stderr)
+	}
+	if !strings.Contains(stderr, "short form: toolgate.escalate is published as "+published) {
+		t.Errorf("the rename is not reported:\n%s", stderr)
+	}
+	if list := w.read(outFile); !strings.Contains(list, `"`+published+`"`) || strings.Contains(list, `"toolgate.escalate"`) {
+		t.Errorf("published catalogue:\n%s", list)
+	}
+	if !strings.Contains(stderr, "escalated: 1 audit event(s)") {
+		t.Errorf("the call by short form did not reach toolgate.escalate:\n%s", stderr)
+	}
+	audit, _ := w.toolgate("audit", "--json", "--tool", "toolgate.escalate")
+	var ev struct{ Tool, Alias string }
+	if err := json.Unmarshal([]byte(lastLine(audit)), &ev); err != nil || ev.Alias != short {
+		t.Errorf("audit event %+v (%v); want alias %s", ev, err, short)
 	}
 }
