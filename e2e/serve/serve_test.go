@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // setup creates a data directory with extra grants and returns execution tokens for the
@@ -332,5 +334,45 @@ func writeFile(t *testing.T, root, rel, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The same tool set gives the same catalogHash across processes and transports: the
+// daemon's /v1/tools and /mcp, and a stdio bridge for the same principal.
+func TestCatalogHashAcrossTransports(t *testing.T) {
+	data, toks := setup(t, []policy.Grant{
+		{Principal: "eve", Tool: "toolgate.escalate", Action: "execute", Effect: policy.Allow},
+	}, "eve")
+	d := startServe(t, data, "")
+	_, _, body := request(t, "GET", d.url+"/v1/tools", toks["eve"], "")
+	var api struct {
+		Meta map[string]string `json:"_meta"`
+	}
+	json.Unmarshal(body, &api)
+	var rpc struct {
+		Meta map[string]string `json:"_meta"`
+	}
+	json.Unmarshal(openMCP(t, d.url, toks["eve"]).call("tools/list", "{}"), &rpc)
+
+	ctx := withTimeout(t)
+	cmd := exec.Command(testenv.Binary(t), "bridge", "--stdio", "--principal", "eve")
+	cmd.Env = env(data)
+	client := mcp.NewClient(&mcp.Implementation{Name: "e2e-stdio", Version: "1"}, nil)
+	sess, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	lt, err := sess.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdio, _ := lt.Meta["toolgate/catalogHash"].(string)
+	h := api.Meta["toolgate/catalogHash"]
+	if len(h) != 64 || h != rpc.Meta["toolgate/catalogHash"] || h != stdio {
+		t.Errorf("catalogHash /v1/tools %q, /mcp %q, stdio bridge %q", h, rpc.Meta["toolgate/catalogHash"], stdio)
+	}
+	if len(lt.Tools) != 1 || lt.Tools[0].Name != "toolgate.escalate" {
+		t.Errorf("stdio bridge lists %d tools", len(lt.Tools))
 	}
 }
