@@ -17,6 +17,7 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
@@ -99,7 +100,9 @@ type App struct {
 	k        *kernel.Kernel
 	tokenKey []byte
 
-	mu         sync.Mutex // guards lastGrants/lastNS; held only for in-memory compares
+	refreshSeq atomic.Int64
+	mu         sync.Mutex // guards the fields below; never held across I/O
+	appliedSeq int64
 	lastGrants []policy.Grant
 	lastNS     map[string]bool
 }
@@ -182,8 +185,10 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 
 // refresh reloads grants and namespace switches from the store (another process, such
 // as `toolgate grant add`, may have changed them) and recompiles the policy only when
-// the grants changed.
+// the grants changed. Refreshes run concurrently (no lock is held across the store
+// reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
+	seq := a.refreshSeq.Add(1)
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("loading grants: %w", err)
@@ -194,20 +199,28 @@ func (a *App) refresh(ctx context.Context) error {
 	}
 	a.mu.Lock()
 	grantsChanged := !reflect.DeepEqual(grants, a.lastGrants)
-	nsChanged := !reflect.DeepEqual(ns, a.lastNS)
 	a.mu.Unlock()
+	var set *policy.Set
 	if grantsChanged {
-		if err := a.k.SetGrants(grants); err != nil {
+		if set, err = policy.Compile(grants); err != nil {
 			// Fail closed: an unreadable grant (a deny among them) must not be skipped.
 			return fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
 		}
 	}
-	if nsChanged {
-		a.k.SetNamespaces(ns)
-	}
 	a.mu.Lock()
-	a.lastGrants, a.lastNS = grants, ns
-	a.mu.Unlock()
+	defer a.mu.Unlock()
+	if seq <= a.appliedSeq {
+		return nil // a later refresh already applied newer state
+	}
+	a.appliedSeq = seq
+	if set != nil {
+		a.k.SetPolicy(set)
+		a.lastGrants = grants
+	}
+	if !reflect.DeepEqual(ns, a.lastNS) {
+		a.k.SetNamespaces(ns)
+		a.lastNS = ns
+	}
 	return nil
 }
 

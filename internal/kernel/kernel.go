@@ -135,6 +135,13 @@ func (k *Kernel) SetGrants(grants []policy.Grant) error {
 	return nil
 }
 
+// SetPolicy installs an already compiled policy for new turns.
+func (k *Kernel) SetPolicy(s *policy.Set) {
+	if s != nil {
+		k.policy.Store(s)
+	}
+}
+
 // SetNamespaces replaces the namespace switches; a namespace absent from m is enabled.
 func (k *Kernel) SetNamespaces(m map[string]bool) {
 	c := make(map[string]bool, len(m))
