@@ -3,9 +3,11 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/app"
@@ -233,3 +235,41 @@ func TestGrantChangesAndBadGrant(t *testing.T) {
 }
 
 func dataDir(t *testing.T) string { return filepath.Join(t.TempDir(), "data") }
+
+// Turns opened concurrently with grant changes are race-free, and once the changes are
+// done every new turn sees all of them.
+func TestConcurrentRefresh(t *testing.T) {
+	ctx := context.Background()
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	var wg sync.WaitGroup
+	for i := 0; i < 20; i++ {
+		wg.Add(2)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: fmt.Sprintf("p%d", i), Tool: "local.echo", Effect: policy.Allow}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+		go func(i int) {
+			defer wg.Done()
+			if _, err := a.OpenTurn(ctx, app.TurnRequest{Principal: fmt.Sprintf("p%d", i)}); err != nil {
+				t.Error(err)
+			}
+		}(i)
+	}
+	wg.Wait()
+	for i := 0; i < 20; i++ {
+		tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: fmt.Sprintf("p%d", i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := listNames(t, tr); len(n) != 1 {
+			t.Errorf("p%d sees %v", i, n)
+		}
+	}
+}
