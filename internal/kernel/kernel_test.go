@@ -362,6 +362,24 @@ func TestSuccessfulCall(t *testing.T) {
 	}
 }
 
+// A failure the tool reports itself keeps its content and says failed/tool_failed.
+func TestToolReportedError(t *testing.T) {
+	f := newFixture(t, &kernel.Tool{ID: "x.y", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, *kernel.Call) (*kernel.Output, error) {
+			return &kernel.Output{Text: "exit status 3", IsError: true}, nil
+		}})
+	f.grants(t, policy.Grant{Principal: "p", Tool: "*"})
+	r := call(t, f.turn(t, "p"), "x.y", "")
+	if !r.IsError || !strings.Contains(string(r.Content[0]), "exit status 3") ||
+		r.Meta["toolgate/status"] != "failed" || r.Meta["toolgate/code"] != "tool_failed" {
+		t.Errorf("tool-reported error: %s", mustJSON(r))
+	}
+	evs := f.aud.Events()
+	if len(evs) != 2 || evs[0].Decision != audit.Allowed || evs[1].Decision != audit.Failed || evs[1].Code != "tool_failed" {
+		t.Errorf("events %+v", evs)
+	}
+}
+
 func TestStructuredContentOnlyWithSchemaAndObject(t *testing.T) {
 	mk := func(id string, schema bool, out any) *kernel.Tool {
 		tool := &kernel.Tool{ID: id, InputSchema: json.RawMessage(`{"type":"object"}`),

@@ -37,6 +37,11 @@ func textBlock(s string) json.RawMessage {
 // present only when the tool declares an outputSchema and the output is a JSON object.
 func buildResult(t *Tool, out *Output) *mcpserver.CallResult {
 	r := &mcpserver.CallResult{IsError: out.IsError}
+	if out.IsError {
+		// A failure the tool reported itself is still a failure, not a permission
+		// decision: say so the way refusals do, so clients can tell them apart.
+		r.Meta = map[string]any{"toolgate/status": string(StatusFailed), "toolgate/code": string(CodeToolFailed)}
+	}
 	var structured json.RawMessage
 	if len(t.OutputSchema) > 0 && out.Structured != nil {
 		if b, err := json.Marshal(out.Structured); err == nil && len(b) > 0 && b[0] == '{' {
