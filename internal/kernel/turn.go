@@ -84,6 +84,9 @@ const maxNameInMessage = 128
 // derive and normalise the access, authorize it, audit the decision, run, and build the
 // result. Refusals are results; the error return is reserved for internal failures.
 func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+	if req == nil {
+		return nil, errors.New("kernel: CallTool with a nil request")
+	}
 	start := time.Now()
 	c := &callState{t: t, start: start, ev: audit.Event{
 		CallID:    newID("call-"),
