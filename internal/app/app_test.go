@@ -273,3 +273,81 @@ func TestConcurrentRefresh(t *testing.T) {
 		}
 	}
 }
+
+// 10,000 concurrent calls from mixed principals through the real store never cross
+// principals: each answer names its caller, a principal without the grant is refused,
+// and every audit event is attributed to the turn's principal.
+func TestTenThousandConcurrentCallsMixedPrincipals(t *testing.T) {
+	ctx := context.Background()
+	whoami := &kernel.Tool{ID: "local.whoami", InputSchema: json.RawMessage(`{"type":"object","properties":{"n":{"type":"integer"}}}`),
+		Run: func(_ context.Context, c *kernel.Call) (*kernel.Output, error) {
+			return &kernel.Output{Text: fmt.Sprintf("%s/%s", c.Principal, c.Args["n"])}, nil
+		}}
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{whoami}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	const principals, calls = 8, 10000
+	turns := make([]app.Turn, principals)
+	for i := range turns {
+		p := fmt.Sprintf("agent%d", i)
+		if i%4 != 3 { // every fourth principal has no grant
+			if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: p, Tool: "local.whoami", Action: "execute", Effect: policy.Allow}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for i := range turns {
+		if turns[i], err = a.OpenTurn(ctx, app.TurnRequest{Principal: fmt.Sprintf("agent%d", i), Transport: "test"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var crossed, wrong sync.Map
+	for i := 0; i < calls; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			p := i % principals
+			r, err := turns[p].CallTool(ctx, &mcpserver.CallRequest{Name: "local.whoami", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+			if err != nil {
+				wrong.Store(i, err.Error())
+				return
+			}
+			if p%4 == 3 {
+				if !r.IsError || r.Meta["toolgate/code"] != "tool_unavailable" {
+					crossed.Store(i, "ungranted principal ran the tool")
+				}
+				return
+			}
+			var block struct{ Text string }
+			json.Unmarshal(r.Content[0], &block)
+			if want := fmt.Sprintf("agent%d/%d", p, i); r.IsError || block.Text != want {
+				crossed.Store(i, block.Text+" want "+want)
+			}
+		}(i)
+	}
+	wg.Wait()
+	crossed.Range(func(k, v any) bool { t.Errorf("call %v: %v", k, v); return false })
+	wrong.Range(func(k, v any) bool { t.Errorf("call %v: %v", k, v); return false })
+	evs, err := a.Store().ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(evs) != calls {
+		t.Fatalf("%d events for %d calls", len(evs), calls)
+	}
+	byTurn := map[string]string{}
+	for i, tr := range turns {
+		byTurn[tr.ID()] = fmt.Sprintf("agent%d", i)
+	}
+	for _, e := range evs {
+		if byTurn[e.TurnID] != e.Principal {
+			t.Fatalf("event %d: principal %q on %q's turn", e.Seq, e.Principal, byTurn[e.TurnID])
+		}
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain after concurrent appends: %v", err)
+	}
+}
