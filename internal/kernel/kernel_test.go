@@ -432,8 +432,10 @@ func TestEveryReasonCode(t *testing.T) {
 					return nil, nil
 				}
 			}},
-		{ID: "bad.tool", InputSchema: json.RawMessage(`{"type":"object"}`),
-			Run: func(context.Context, *kernel.Call) (*kernel.Output, error) { return nil, errors.New("disk on fire") }},
+		{ID: "bad.tool", InputSchema: json.RawMessage(`{"type":"object","properties":{"token":{"type":"string"}}}`),
+			Run: func(_ context.Context, c *kernel.Call) (*kernel.Output, error) {
+				return nil, fmt.Errorf("disk on fire while using %v", c.Args["token"])
+			}},
 		{ID: "bad.panic", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Run: func(context.Context, *kernel.Call) (*kernel.Output, error) { panic("boom") }},
 		{ID: "bad.access", InputSchema: json.RawMessage(`{"type":"object"}`),
@@ -471,7 +473,7 @@ func TestEveryReasonCode(t *testing.T) {
 		{"protected path", "files.write", `{"path":".git/hooks/pre-commit"}`, kernel.StatusDenied, kernel.CodeProtectedPath, "", ""},
 		{"sandbox", "bash.run", `{}`, kernel.StatusFailed, kernel.CodeSandboxUnavailable, "", "b"},
 		{"timeout", "slow.op", `{}`, kernel.StatusFailed, kernel.CodeTimeout, "", "c"},
-		{"tool failed", "bad.tool", `{}`, kernel.StatusFailed, kernel.CodeToolFailed, "", "d"},
+		{"tool failed", "bad.tool", `{"token":"hunter2"}`, kernel.StatusFailed, kernel.CodeToolFailed, "", "d"},
 		{"tool panicked", "bad.panic", `{}`, kernel.StatusFailed, kernel.CodeToolFailed, "", "d"},
 		{"internal", "bad.access", `{}`, kernel.StatusFailed, kernel.CodeInternal, "", ""},
 	}
@@ -497,8 +499,8 @@ func TestEveryReasonCode(t *testing.T) {
 			if last.Decision != wantDecision {
 				t.Errorf("audit decision %q, want %q", last.Decision, wantDecision)
 			}
-			if strings.Contains(last.Message, "etc/passwd") && c.code == kernel.CodeInvalidArguments {
-				t.Errorf("audit message echoes arguments: %q", last.Message)
+			if b, _ := json.Marshal(evs); strings.Contains(string(b), "etc/passwd") || strings.Contains(string(b), "hunter2") {
+				t.Errorf("audit events echo argument values: %s", b)
 			}
 		})
 	}

@@ -124,15 +124,16 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 
 	acc, err := deriveAccess(e.tool, args)
 	if err != nil {
-		return c.refuse(ctx, asError(err, CodeInvalidArguments))
+		ke := asError(err, CodeInvalidArguments)
+		return c.refuseWith(ctx, ke, ke.Code, "the tool refused its arguments")
 	}
 	res, err := policy.NormalizeResource(acc.Resource)
 	if err != nil {
 		c.ev.Action = string(acc.Action)
 		if errors.Is(err, policy.ErrOutsideWorkspace) {
-			return c.refuse(ctx, Denied(CodePathOutsideWorkspace, "%v", err))
+			return c.refuseWith(ctx, Denied(CodePathOutsideWorkspace, "%v", err), CodePathOutsideWorkspace, "the path resolves outside the workspace")
 		}
-		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
+		return c.refuseWith(ctx, Failed(CodeInvalidArguments, "%v", err), CodeInvalidArguments, "the derived resource is malformed")
 	}
 	acc.Resource = res
 	root := acc.ProtectedRoot
@@ -175,11 +176,13 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 			code = CodeTimeout
 		}
 		ke := asFailure(runErr, code)
-		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(ke.Code), clip(ke.Message, 500)
+		// The tool's own message may quote argument values or output, so the audit
+		// log keeps only the code; the caller gets the full message.
+		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(ke.Code), "the tool failed"
 		if ke.Status == StatusDenied {
 			// The tool refused after authorization (a protected path it resolved, an
 			// unsafe repository): the outcome is a refusal, not an outage.
-			c.ev.Decision = audit.Denied
+			c.ev.Decision, c.ev.Message = audit.Denied, "the tool refused"
 		}
 		c.appendAfterRun(ctx)
 		return errorResult(ke), nil
