@@ -197,9 +197,11 @@ var (
 		DefaultPath: homePath(".cursor", "mcp.json"), PathDoc: "~/.cursor/mcp.json (global; a project uses .cursor/mcp.json)",
 		Names: NameRule{
 			Display: func(_, tool string) string { return tool },
-			MaxLen:  60, Chars: isSafe,
+			// Cursor filters out a tool whose server name plus tool name reaches 60
+			// ("Combined server and tool name length (60) exceeds 60 characters").
+			MaxLen: 59, Chars: isSafe,
 			Length:  func(server, tool string) int { return len(server) + len(tool) },
-			Summary: "the tool name as published; server name plus tool name at most 60 characters, [A-Za-z0-9_-] only",
+			Summary: "the tool name as published; server name plus tool name under 60 characters, [A-Za-z0-9_-] only",
 		},
 	}, []string{"mcpServers"}, stdioOrHTTP("url", nil, nil), nil))
 
