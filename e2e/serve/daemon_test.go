@@ -24,7 +24,7 @@ import (
 
 // daemon is one running `toolgate serve`.
 type daemon struct {
-	t      *testing.T
+	t      testing.TB
 	cmd    *exec.Cmd
 	url    string
 	data   string
@@ -66,7 +66,7 @@ func env(data string) []string {
 
 // startServe runs `toolgate serve --listen 127.0.0.1:0 [--workspace ws] extra...` over
 // data and waits for its listening line.
-func startServe(t *testing.T, data, ws string, extra ...string) *daemon {
+func startServe(t testing.TB, data, ws string, extra ...string) *daemon {
 	t.Helper()
 	args := []string{"serve", "--listen", "127.0.0.1:0"}
 	if ws != "" {
@@ -137,7 +137,7 @@ func (d *daemon) stop(sig syscall.Signal) error {
 }
 
 // request sends one HTTP request and returns status, headers and body.
-func request(t *testing.T, method, url, token, body string, hdr ...string) (int, http.Header, []byte) {
+func request(t testing.TB, method, url, token, body string, hdr ...string) (int, http.Header, []byte) {
 	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {

@@ -22,7 +22,7 @@ import (
 
 // setup creates a data directory with extra grants and returns execution tokens for the
 // named principals (minted with the data directory's key, as `toolgate token mint` does).
-func setup(t *testing.T, grants []policy.Grant, principals ...string) (string, map[string]string) {
+func setup(t testing.TB, grants []policy.Grant, principals ...string) (string, map[string]string) {
 	t.Helper()
 	data := filepath.Join(t.TempDir(), "data")
 	a, err := app.Open(context.Background(), app.Options{DataDir: data})
@@ -46,7 +46,7 @@ func setup(t *testing.T, grants []policy.Grant, principals ...string) (string, m
 	return data, toks
 }
 
-func workspaceDir(t *testing.T) string {
+func workspaceDir(t testing.TB) string {
 	t.Helper()
 	ws := filepath.Join(t.TempDir(), "ws")
 	for p, s := range map[string]string{"docs/a.md": "alpha\n", "src/x.go": "package x\n"} {
@@ -326,7 +326,7 @@ func TestEscalationThroughTheCLI(t *testing.T) {
 	}
 }
 
-func writeFile(t *testing.T, root, rel, content string) {
+func writeFile(t testing.TB, root, rel, content string) {
 	t.Helper()
 	p := filepath.Join(root, filepath.FromSlash(rel))
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
