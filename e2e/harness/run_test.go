@@ -250,7 +250,7 @@ const dir = process.env.INSPECTOR_DIR;
 const base = [dir + "/index.js", url, "--transport", "http", "--header", "Authorization: " + auth];
 const list = execFileSync(process.execPath, [...base, "--method", "tools/list"], { cwd: dir }).toString();
 fs.writeFileSync(process.env.FAKE_OUT, list);
-execFileSync(process.execPath, [...base, "--method", "tools/call", "--tool-name", process.env.CALL, "--tool-arg", "reason=short form"], { cwd: dir });
+execFileSync(process.execPath, [...base, "--method", "tools/call", "--tool-name", process.env.CALL, "--tool-arg", process.env.ARG || "reason=short form"], { cwd: dir });
 `
 
 // TestRunPublishesShortForms runs a DeepSeek stand-in: dsh rejects '.', so the bridge
@@ -288,5 +288,23 @@ func TestRunPublishesShortForms(t *testing.T) {
 	var ev struct{ Tool, Alias string }
 	if err := json.Unmarshal([]byte(lastLine(audit)), &ev); err != nil || ev.Alias != short {
 		t.Errorf("audit event %+v (%v); want alias %s", ev, err, short)
+	}
+}
+
+// TestRunWithWorkspaceTools publishes the local tools of --workspace on the run's
+// bridge; the stand-in reads a file through the short form of local.read_file.
+func TestRunWithWorkspaceTools(t *testing.T) {
+	w := newWorld(t)
+	short := strings.TrimSpace(mustOut(w.toolgate("alias", "deepseek", "local.read_file")))
+	script := filepath.Join(t.TempDir(), "dsh")
+	w.write(script, fakeDsh)
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	w.env = append(w.env, "FAKE_OUT="+filepath.Join(t.TempDir(), "list.json"), "CALL="+strings.TrimPrefix(short, "mcp__toolgate__"), "ARG=path=hello.txt",
+		"INSPECTOR_DIR="+filepath.Join(testenv.NPMDir(t), "node_modules", "@modelcontextprotocol", "inspector-cli", "build"))
+	_, stderr, code := w.run(w.bin, "run", "--harness", "deepseek", "--workspace", w.ws, "--", script)
+	if code != 0 || !strings.Contains(stderr, "completed: 1 audit event(s): 1 allowed") || !strings.Contains(stderr, "local.read_file: 1 allowed") {
+		t.Errorf("run with --workspace (exit %d):\n%s", code, stderr)
 	}
 }
