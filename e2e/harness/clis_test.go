@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -261,4 +262,54 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// TestStdioFormPublishesShortForms starts `toolgate mcp` as a generated Cursor file
+// does, with a server name long enough that a control-plane tool breaks Cursor's
+// combined-length rule: it is listed under its short form, and calling that name
+// reaches the tool (no tool_unavailable).
+func TestStdioFormPublishesShortForms(t *testing.T) {
+	w := newWorld(t)
+	name := strings.Repeat("s", 32)
+	file := mustOut(w.toolgate("config", "cursor", "--workspace", w.ws, "--name", name))
+	var v struct {
+		MCPServers map[string]struct {
+			Command string   `json:"command"`
+			Args    []string `json:"args"`
+		} `json:"mcpServers"`
+	}
+	if err := json.Unmarshal([]byte(file), &v); err != nil {
+		t.Fatal(err)
+	}
+	s := v.MCPServers[name]
+	if !contains(s.Args, "--harness") || !contains(s.Args, "--server-name") {
+		t.Fatalf("stdio args %q lack --harness/--server-name", s.Args)
+	}
+	target := append([]string{s.Command}, s.Args...)
+	out, e, code := w.inspector(append(target, "--method", "tools/list")...)
+	if code != 0 {
+		t.Fatalf("tools/list: %d\n%s%s", code, out, e)
+	}
+	var list struct {
+		Tools []struct{ Name string } `json:"tools"`
+	}
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	short := ""
+	for _, tl := range list.Tools {
+		if len(name)+len(tl.Name) >= 60 || strings.ContainsAny(tl.Name, ".") {
+			t.Errorf("%s breaks Cursor's rule", tl.Name)
+		}
+		if regexp.MustCompile(`_[0-9a-f]{8}$`).MatchString(tl.Name) {
+			short = tl.Name
+		}
+	}
+	if short == "" {
+		t.Fatalf("no short form among %+v", list.Tools)
+	}
+	out, e, _ = w.inspector(append(target, "--method", "tools/call", "--tool-name", short)...)
+	if strings.Contains(out+e, "tool_unavailable") || !strings.Contains(out, "content") {
+		t.Errorf("calling %s by its short form:\n%s%s", short, out, e)
+	}
 }

@@ -74,7 +74,7 @@ func selfCommand() (string, error) {
 
 // server builds the Server a connection file names. The HTTP form mints a token with
 // the App (opened lazily by open).
-func (f *connFlags) server(ctx context.Context, env *Env, open func() (*app.App, error)) (harness.Server, error) {
+func (f *connFlags) server(ctx context.Context, env *Env, h *harness.Harness, open func() (*app.App, error)) (harness.Server, error) {
 	s := harness.Server{Name: f.name}
 	if f.httpURL != "" {
 		s.URL = f.httpURL
@@ -115,7 +115,10 @@ func (f *connFlags) server(ctx context.Context, env *Env, open func() (*app.App,
 		return s, err
 	}
 	s.Command = exe
-	s.Args = []string{"mcp", "--workspace", ws, "--group", f.principal, "--database-dir", dataDir}
+	s.Args = []string{"mcp", "--workspace", ws, "--group", f.principal, "--database-dir", dataDir, "--harness", h.ID}
+	if s.ServerName() != harness.DefaultServerName {
+		s.Args = append(s.Args, "--server-name", s.ServerName())
+	}
 	return s, s.Validate()
 }
 
@@ -164,35 +167,49 @@ func catalogueIDs(ctx context.Context, a *app.App, principal string) ([]string, 
 	return ids, nil
 }
 
-// reportNames writes the catalogue check for one harness to w: the short forms the
-// HTTP form publishes, or, for the stdio form (whose names `toolgate mcp` chooses),
-// every name the harness would reject.
-func reportNames(w io.Writer, h *harness.Harness, server string, ids []string, stdio bool) {
-	if stdio {
-		namer := localtools.Namer(localtools.DefaultPrefix)
-		var bad []string
-		pub := make([]string, 0, len(ids))
-		for _, id := range ids {
-			pub = append(pub, namer(id))
-		}
-		for _, f := range h.Check(server, pub) {
-			if f.Renamed {
-				bad = append(bad, fmt.Sprintf("  %s: %s", f.Canonical, f.Reason))
-			} else {
-				bad = append(bad, "  "+f.String())
-			}
-		}
-		if len(bad) > 0 {
-			fmt.Fprintf(w, "toolgate: %d tool name(s) break %s's naming rules over stdio (toolgate mcp publishes them as they are; the HTTP form publishes short forms):\n%s\n", len(bad), h.Title, strings.Join(bad, "\n"))
-		}
-		return
+// harnessNames composes the published-name function of a surface with a harness's
+// short forms: base names a canonical id (for example with a local-tool prefix), and
+// any result the harness would reject is replaced by its stable short form. It also
+// returns the harness's display-name function for the audit alias. With no harness it
+// returns base unchanged.
+func harnessNames(id, server string, base func(string) string) (namer, alias func(string) string, err error) {
+	if id == "" {
+		return base, nil, nil
 	}
-	findings := h.Check(server, ids)
-	for _, f := range findings {
-		if f.Renamed {
-			fmt.Fprintf(w, "toolgate: short form: %s\n", f)
-		} else {
+	h, err := harness.Lookup(id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--harness: %w", err)
+	}
+	if err := (harness.Server{Name: server, Command: "x"}).Validate(); err != nil {
+		return nil, nil, err
+	}
+	rule := h.Names
+	return func(canonical string) string { return rule.Published(server, base(canonical)) },
+		func(published string) string { return rule.Alias(server, published) }, nil
+}
+
+// reportNames writes the catalogue check for a connection file to w. Over stdio the file
+// starts `toolgate mcp --harness H`, which publishes the short forms listed; over HTTP
+// the names are those of the server the file points at (toolgate serve publishes
+// canonical ids), so each name the harness would reject is reported with the short form
+// a `toolgate run` bridge or the stdio form would publish instead.
+func reportNames(w io.Writer, h *harness.Harness, server string, ids []string, stdio bool) {
+	base := func(id string) string { return id }
+	if stdio {
+		base = localtools.Namer(localtools.DefaultPrefix)
+	}
+	pub := make([]string, 0, len(ids))
+	for _, id := range ids {
+		pub = append(pub, base(id))
+	}
+	for _, f := range h.Check(server, pub) {
+		switch {
+		case !f.Renamed:
 			fmt.Fprintf(w, "toolgate: name problem: %s\n", f)
+		case stdio:
+			fmt.Fprintf(w, "toolgate: short form: %s\n", f)
+		default:
+			fmt.Fprintf(w, "toolgate: %s %s, and toolgate serve publishes canonical ids; the stdio form (or toolgate run) publishes it as %s\n", f.Canonical, f.Reason, f.Published)
 		}
 	}
 }
@@ -224,7 +241,7 @@ endpoint) and carries a freshly minted execution token.`,
 			}
 			la := &lazyApp{env: env, ctx: cmd.Context()}
 			defer la.close()
-			s, err := f.server(cmd.Context(), env, la.open)
+			s, err := f.server(cmd.Context(), env, h, la.open)
 			if err != nil {
 				return err
 			}

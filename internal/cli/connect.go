@@ -64,7 +64,7 @@ Symbolic links, directories and files that do not parse are refused and left unt
 			}
 			la := &lazyApp{env: env, ctx: cmd.Context()}
 			defer la.close()
-			s, err := f.server(cmd.Context(), env, la.open)
+			s, err := f.server(cmd.Context(), env, h, la.open)
 			if err != nil {
 				return err
 			}

@@ -29,6 +29,8 @@ type mcpFlags struct {
 	group         string
 	databaseDir   string
 	allowInternet bool
+	harness       string // shorten names this harness would reject (see docs/harnesses.md)
+	serverName    string // the server's key in the harness file, for --harness
 }
 
 func newMCPCmd(env *Env) *cobra.Command {
@@ -63,6 +65,8 @@ Stdout carries the protocol only; all diagnostics go to stderr.`,
 	fl.StringVar(&f.group, "group", app.DefaultPrincipal, "the principal whose grants apply to this session")
 	fl.StringVar(&f.databaseDir, "database-dir", "", "data directory holding the store (default: the global --data-dir resolution)")
 	fl.BoolVar(&f.allowInternet, "allow-internet", false, "let bash and declarative tools reach the network")
+	fl.StringVar(&f.harness, "harness", "", "publish stable short forms of names this harness would reject (written by toolgate config/connect)")
+	fl.StringVar(&f.serverName, "server-name", "toolgate", "with --harness: the server's name in the harness file")
 	return cmd
 }
 
@@ -132,7 +136,11 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		return err
 	}
 	defer a.Close()
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: localtools.Namer(prefix)})
+	namer, alias, err := harnessNames(f.harness, f.serverName, localtools.Namer(prefix))
+	if err != nil {
+		return err
+	}
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: namer, Alias: alias})
 	if err != nil {
 		return err
 	}

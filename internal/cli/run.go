@@ -156,7 +156,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	)
 	if f.stdio {
 		cf := connFlags{principal: f.principal, name: f.name, workspace: f.workspace}
-		if s, err = cf.server(ctx, env, func() (*app.App, error) { return a, nil }); err != nil {
+		if s, err = cf.server(ctx, env, h, func() (*app.App, error) { return a, nil }); err != nil {
 			return err
 		}
 		if ids, err := catalogueIDs(ctx, a, f.principal); err == nil {

@@ -79,3 +79,30 @@ func TestRedactBearer(t *testing.T) {
 		t.Errorf("redactBearer = %q", got)
 	}
 }
+
+func TestHarnessNames(t *testing.T) {
+	base := func(id string) string { return "p_" + strings.ReplaceAll(id, "local.", "") }
+	n, a, err := harnessNames("", "toolgate", base)
+	if err != nil || a != nil || n("local.x") != "p_x" {
+		t.Fatalf("no harness: %v %v", err, n("local.x"))
+	}
+	n, a, err = harnessNames("cursor", "toolgate", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n("local.read_file"); got != "p_read_file" {
+		t.Errorf("acceptable name changed to %q", got)
+	}
+	if got := n("up.stream.tool"); got == "p_up.stream.tool" || strings.Contains(got, ".") {
+		t.Errorf("dotted name published as %q", got)
+	}
+	if a("p_read_file") != "p_read_file" {
+		t.Errorf("cursor alias = %q", a("p_read_file"))
+	}
+	if _, _, err := harnessNames("nope", "toolgate", base); err == nil {
+		t.Error("unknown harness accepted")
+	}
+	if _, _, err := harnessNames("cursor", "bad name", base); err == nil {
+		t.Error("bad server name accepted")
+	}
+}
