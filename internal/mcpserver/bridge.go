@@ -201,6 +201,13 @@ func (s *bridgeStore) remove(*httpSession) {}
 
 func (s *bridgeStore) creates() bool { return false }
 
+func (s *bridgeStore) stateless(context.Context, string) (*conn, func(), refusal) {
+	if s.sess.isEnded() {
+		return nil, nil, refuseUnknownSession
+	}
+	return s.sess.conn, func() {}, refuseNone
+}
+
 // StaticToken returns an Authorize function accepting exactly token, compared in
 // constant time. An empty token accepts nothing.
 func StaticToken(token string) func(string, bool) bool {

@@ -141,6 +141,27 @@ func (g *registry) implicit(string) *httpSession { return nil }
 
 func (g *registry) creates() bool { return true }
 
+// stateless opens a Turn for one 2026-07-28 request and closes it afterwards:
+// that era has no sessions, so nothing is kept between requests.
+func (g *registry) stateless(ctx context.Context, principal string) (*conn, func(), refusal) {
+	g.mu.Lock()
+	closed := g.closed
+	g.mu.Unlock()
+	if closed || g.opts.OpenTurn == nil {
+		return nil, nil, refuseInternal
+	}
+	turn, err := g.opts.OpenTurn(ctx, principal)
+	if err != nil || turn == nil {
+		g.opts.Logger.Error("opening a turn for a stateless request", "err", err)
+		return nil, nil, refuseInternal
+	}
+	c := newConn(turn, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger)
+	return c, func() {
+		c.close()
+		_ = closeTurn(turn)
+	}, refuseNone
+}
+
 func (g *registry) create(ctx context.Context, principal string) (*httpSession, refusal) {
 	g.mu.Lock()
 	if g.closed {

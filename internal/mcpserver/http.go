@@ -3,7 +3,9 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -100,6 +102,9 @@ type sessionStore interface {
 	// creates reports whether initialize opens new sessions (a Handler) or a
 	// missing session means the only one has ended (a Bridge).
 	creates() bool
+	// stateless returns the protocol state serving one 2026-07-28 request that
+	// names no session, and a function to call once it is answered.
+	stateless(ctx context.Context, principal string) (*conn, func(), refusal)
 }
 
 // httpCore serves the Streamable HTTP contract over a sessionStore.
@@ -157,8 +162,8 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseUnauthorized)
 		return
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) {
-		writeRefusal(w, refuseBadProtocolVersion)
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && v != ModernVersion {
+		c.refuseVersion(w, r, v)
 		return
 	}
 	var sess *httpSession
@@ -240,6 +245,14 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		writeRPCError(w, sessionIDOf(sess), body.Items[0].ID, body.Items[0].Err)
 		return
 	}
+	if !body.Batch && body.Items[0].Msg != nil {
+		// A 2026-07-28 request: modern _meta, or that version in the header.
+		meta, ok := modernMeta(body.Items[0].Msg)
+		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == ModernVersion {
+			c.serveModern(w, r, body.Items[0].Msg, meta, sess, principal)
+			return
+		}
+	}
 	if sess == nil {
 		if !c.store.creates() {
 			writeRefusal(w, refuseUnknownSession)
@@ -309,7 +322,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 		stream = &sseStream{w: w, sessionID: sess.id}
 		peer = peerFunc{c: sess.conn, send: stream.send}
 	}
-	answers, panicked := sess.conn.runItems(ctx, body.Items, peer)
+	answers, panicked := sess.conn.runItems(ctx, body.Items, body.Batch, peer)
 	if panicked && (stream == nil || !stream.isStarted()) {
 		writeRefusal(w, refuseInternal)
 		return
@@ -375,7 +388,9 @@ func (s *sseStream) send(msg []byte) error {
 	}
 	if !s.started {
 		h := s.w.Header()
-		h.Set(headerSessionID, s.sessionID)
+		if s.sessionID != "" {
+			h.Set(headerSessionID, s.sessionID)
+		}
 		h.Set("Content-Type", "text/event-stream")
 		h.Set("Cache-Control", "no-cache")
 		h.Set("X-Accel-Buffering", "no")
@@ -401,4 +416,121 @@ func (s *sseStream) send(msg []byte) error {
 		return err
 	}
 	return nil
+}
+
+// serveModern answers one 2026-07-28 request. Its standard headers must mirror
+// the body (MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call), or it
+// is 400 with -32020; no mcp-session-id is issued or echoed; JSON-RPC errors map
+// to HTTP statuses in modernStatus.
+func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage, sess *httpSession, principal string) {
+	if rpcErr := checkModernHeaders(r, m, meta); rpcErr != nil {
+		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
+		return
+	}
+	var (
+		cn   *conn
+		done = func() {}
+	)
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	if sess != nil {
+		cn = sess.conn
+		stop := context.AfterFunc(sess.ctx, cancel)
+		defer stop()
+	} else {
+		var ref refusal
+		if cn, done, ref = c.store.stateless(ctx, principal); ref != refuseNone {
+			writeRefusal(w, ref)
+			return
+		}
+	}
+	defer done()
+	answer, rpcErr, err := cn.handleCode(ctx, m, modernPeer{}, true)
+	if errors.Is(err, errPanic) {
+		writeRefusal(w, refuseInternal)
+		return
+	}
+	if answer == nil {
+		w.WriteHeader(http.StatusAccepted)
+		return
+	}
+	writeModernAnswer(w, rpcErr, answer, acceptsSSE(r))
+}
+
+// checkModernHeaders compares the standard headers with the body.
+func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage) *jsonrpc.Error {
+	mismatch := func(what string) *jsonrpc.Error {
+		return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: "header mismatch: " + what}
+	}
+	if v, ok := modernVersionOf(meta); ok && v == ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
+		return mismatch("MCP-Protocol-Version must equal _meta[\"" + MetaProtocolVersion + "\"]")
+	}
+	if m.IsNotification() {
+		return nil
+	}
+	if strings.TrimSpace(r.Header.Get("Mcp-Method")) != m.Method {
+		return mismatch("Mcp-Method must equal the method")
+	}
+	if m.Method == "tools/call" {
+		var p struct {
+			Name json.RawMessage `json:"name"`
+		}
+		var name string
+		_ = json.Unmarshal(m.Params, &p)
+		_ = json.Unmarshal(p.Name, &name)
+		if name != "" && decodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))) != name {
+			return mismatch("Mcp-Name must equal params.name")
+		}
+	}
+	return nil
+}
+
+// decodeHeaderValue undoes the =?base64?…?= form a client uses for values that
+// are not plain visible ASCII.
+func decodeHeaderValue(v string) string {
+	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
+		if inner, ok = strings.CutSuffix(inner, "?="); ok {
+			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
+				return string(b)
+			}
+		}
+	}
+	return v
+}
+
+// writeModernAnswer writes a 2026-07-28 answer: errors with the status
+// modernStatus gives them, results as JSON or one SSE event.
+func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []byte, sse bool) {
+	status := http.StatusOK
+	if rpcErr != nil {
+		status = modernStatus(rpcErr.Code)
+	}
+	if sse && status == http.StatusOK {
+		s := &sseStream{w: w}
+		_ = s.send(answer)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(answer)
+}
+
+// refuseVersion answers a request whose MCP-Protocol-Version is not served: 400.
+// When the body is one 2026-07-28-style request (modern _meta or
+// server/discover), the answer is its JSON-RPC -32022 naming the supported
+// versions, so a newer client can negotiate; otherwise the body is not read
+// further and the answer is {"error":"unsupported_protocol_version"}.
+func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
+	if r.Method == http.MethodPost {
+		if data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody)); err == nil {
+			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
+				if _, ok := modernMeta(body.Items[0].Msg); ok {
+					e := unsupportedVersion(v)
+					writeModernAnswer(w, e, rpcwire.Error(body.Items[0].Msg.ID, e), false)
+					return
+				}
+			}
+		}
+	}
+	writeRefusal(w, refuseBadProtocolVersion)
 }

@@ -92,11 +92,12 @@ func (c *conn) failPending() {
 	}
 }
 
-// runItems answers a decoded body: invalid items get their error, notifications
+// runItems answers a decoded body: invalid items (and 2026-07-28 requests inside a
+// batch) get their error, notifications
 // and responses are handled at once, requests run concurrently (at most
 // batchWorkers at a time). answers has one entry per item, nil where nothing is
 // answered. panicked reports a Turn that panicked.
-func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, peer Peer) (answers [][]byte, panicked bool) {
+func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, batch bool, peer Peer) (answers [][]byte, panicked bool) {
 	answers = make([][]byte, len(items))
 	var (
 		wg  sync.WaitGroup
@@ -107,6 +108,11 @@ func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, peer Peer) (a
 		switch {
 		case it.Err != nil:
 			answers[i] = rpcwire.Error(it.ID, it.Err)
+		case batch && isModern(it.Msg):
+			// 2026-07-28 has no batches: its requests travel one at a time.
+			if it.Msg.IsRequest() {
+				answers[i] = rpcwire.Error(it.Msg.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
+			}
 		case !it.Msg.IsRequest():
 			_, _ = c.handle(ctx, it.Msg, peer)
 		default:
@@ -131,18 +137,28 @@ func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, peer Peer) (a
 // responses to server-initiated requests. err is errPanic when the Turn panicked
 // (the caller decides how that is reported); the answer is then -32603.
 func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answer []byte, err error) {
+	answer, _, err = c.handleCode(ctx, m, peer, false)
+	return answer, err
+}
+
+// handleCode is handle that also returns the JSON-RPC error of the answer, if
+// any, so HTTP can pick a status for a 2026-07-28 request.
+// forceModern serves m as a 2026-07-28 request even without modern _meta (its
+// HTTP MCP-Protocol-Version header said so).
+func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer Peer, forceModern bool) (answer []byte, rpcErr *jsonrpc.Error, err error) {
 	if m.IsResponse() {
 		c.deliver(m)
-		return nil, nil
+		return nil, nil, nil
 	}
 	if m.IsNotification() {
 		c.notify(m)
-		return nil, nil
+		return nil, nil, nil
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			c.log.Error("panic while handling a request", "method", m.Method, "panic", fmt.Sprint(r))
-			answer, err = rpcwire.Error(m.ID, rpcwire.InternalError()), errPanic
+			rpcErr = rpcwire.InternalError()
+			answer, err = rpcwire.Error(m.ID, rpcErr), errPanic
 		}
 	}()
 	key := rpcwire.IDKey(m.ID)
@@ -160,16 +176,22 @@ func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answe
 		c.mu.Unlock()
 	}()
 
-	result, rpcErr := c.dispatch(ctx, m, peer)
+	var result any
+	if meta, ok := modernMeta(m); ok || forceModern {
+		result, rpcErr = c.dispatchModern(ctx, m, meta)
+	} else {
+		result, rpcErr = c.dispatch(ctx, m, peer)
+	}
 	if rpcErr != nil {
-		return rpcwire.Error(m.ID, rpcErr), nil
+		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
 	}
 	b, encErr := rpcwire.Result(m.ID, result)
 	if encErr != nil {
 		c.log.Error("encoding an answer", "method", m.Method, "err", encErr)
-		return rpcwire.Error(m.ID, rpcwire.InternalError()), nil
+		rpcErr = rpcwire.InternalError()
+		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
 	}
-	return b, nil
+	return b, nil, nil
 }
 
 func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any, *jsonrpc.Error) {
@@ -181,7 +203,7 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 	case "tools/list":
 		return c.listTools(ctx)
 	case "tools/call":
-		return c.callTool(ctx, m.Params, peer)
+		return c.callTool(ctx, m.Params, peer, false)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }
@@ -285,7 +307,7 @@ func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
 	}}, nil
 }
 
-func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer) (any, *jsonrpc.Error) {
+func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer, modern bool) (any, *jsonrpc.Error) {
 	if params == nil || params[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call needs an object with a tool name")
 	}
@@ -313,7 +335,13 @@ func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer) 
 	if string(meta) == "null" || (meta != nil && meta[0] != '{') {
 		meta = nil
 	}
-	res, err := c.turn.CallTool(ctx, &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer})
+	req := &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer}
+	if modern {
+		req.ProtocolVersion = ModernVersion
+		req.InputResponses = nonNull(p["inputResponses"])
+		req.RequestState = nonNull(p["requestState"])
+	}
+	res, err := c.turn.CallTool(ctx, req)
 	if err != nil || res == nil {
 		c.log.Error("tools/call failed", "tool", name, "err", err)
 		return nil, rpcwire.InternalError()
@@ -322,7 +350,31 @@ func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer) 
 	if out.Content == nil {
 		out.Content = []json.RawMessage{}
 	}
+	if !modern && out.ResultType != "" && out.ResultType != "complete" {
+		c.log.Error("tools/call: a 2026-07-28 result type in an older session", "tool", name, "resultType", out.ResultType)
+		return nil, rpcwire.InternalError()
+	}
+	if modern {
+		switch out.ResultType {
+		case "", "complete":
+			return modernCallResult{ResultType: "complete", CallResult: out}, nil
+		case "input_required":
+			if out.InputRequests == nil && out.RequestState == nil {
+				c.log.Error("tools/call: input_required without inputRequests or requestState", "tool", name)
+				return nil, rpcwire.InternalError()
+			}
+			return inputRequiredResult{ResultType: out.ResultType, InputRequests: out.InputRequests, RequestState: out.RequestState, Meta: out.Meta}, nil
+		}
+		return modernCallResult{ResultType: out.ResultType, CallResult: out}, nil
+	}
 	return out, nil
+}
+
+func nonNull(v json.RawMessage) json.RawMessage {
+	if string(v) == "null" {
+		return nil
+	}
+	return v
 }
 
 // request sends a server-to-client request through send and waits for the

@@ -3,8 +3,10 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 
@@ -48,28 +50,47 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 	return tc.Text
 }
 
+// eras are the two ways the SDK client talks to toolgate: the session-based
+// handshake (forced by asking for 2025-11-25) and, by default, the stateless
+// 2026-07-28 revision found through server/discover.
+var eras = []struct {
+	name    string
+	opts    *mcp.ClientSessionOptions
+	version string
+}{
+	{"2025-11-25", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpserver.LatestVersion},
+	{"2026-07-28", nil, mcpserver.ModernVersion},
+}
+
 // exerciseSDK lists and calls tools through a connected Go SDK session.
-func exerciseSDK(t *testing.T, cs *mcp.ClientSession, elicit bool) {
+// Elicitation works only in the session-based era and only when the client
+// declared it: 2026-07-28 has no server-to-client requests.
+func exerciseSDK(t *testing.T, cs *mcp.ClientSession, version string, elicit bool) {
 	t.Helper()
 	ctx := context.Background()
 	init := cs.InitializeResult()
-	if init.ServerInfo.Name != "toolgate" || init.Capabilities.Tools == nil || init.Capabilities.Tools.ListChanged {
+	if init.ServerInfo == nil || init.ServerInfo.Name != "toolgate" || init.Capabilities.Tools == nil || init.Capabilities.Tools.ListChanged {
 		t.Errorf("initialize result: %+v", init)
 	}
-	if init.ProtocolVersion != mcpserver.LatestVersion {
-		t.Errorf("negotiated %q", init.ProtocolVersion)
+	if init.ProtocolVersion != version {
+		t.Errorf("negotiated %q, want %q", init.ProtocolVersion, version)
 	}
-	if err := cs.Ping(ctx, nil); err != nil {
+	modern := version == mcpserver.ModernVersion
+	elicitHandler := elicit
+	// ping is gone in 2026-07-28: over HTTP the version header marks it modern
+	// (404, -32601); over stdio a ping without _meta is an older-era message.
+	if err := cs.Ping(ctx, nil); err != nil && !modern {
 		t.Errorf("ping: %v", err)
 	}
+	elicit = elicit && !modern
 	list, err := cs.ListTools(ctx, nil)
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
-	if len(list.Tools) != 6 || list.Tools[0].Name != mcpservertest.ToolEcho {
+	if len(list.Tools) != 7 || list.Tools[0].Name != mcpservertest.ToolEcho {
 		t.Errorf("tools: %+v", list.Tools)
 	}
-	if list.Meta[mcpserver.MetaCatalogHash] != mcpservertest.CatalogHash {
+	if list.Meta[mcpserver.MetaCatalogHash] != mcpservertest.CatalogHash || list.Meta[mcpserver.MetaExecutionID] != "execution-test" {
 		t.Errorf("_meta: %+v", list.Meta)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolEcho, Arguments: map[string]any{"path": "a.txt", "n": 2}})
@@ -97,6 +118,20 @@ func exerciseSDK(t *testing.T, cs *mcp.ClientSession, elicit bool) {
 	} else if !res.IsError || !strings.Contains(textOf(t, res), "cannot receive requests") {
 		t.Errorf("elicit without the capability: isError=%v text=%q", res.IsError, textOf(t, res))
 	}
+	// test.ask needs input either way: a server-to-client elicitation in the
+	// session-based era, an input_required result the SDK resolves through its
+	// ElicitationHandler and retries in 2026-07-28.
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolAsk})
+	if err != nil {
+		t.Fatalf("tools/call ask: %v", err)
+	}
+	if wantAnswer := elicit || (modern && elicitHandler); wantAnswer {
+		if res.IsError || !strings.Contains(textOf(t, res), `"accept"`) {
+			t.Errorf("ask: isError=%v text=%q", res.IsError, textOf(t, res))
+		}
+	} else if !res.IsError && !strings.Contains(textOf(t, res), "decline") {
+		t.Errorf("ask without a way to answer: isError=%v text=%q", res.IsError, textOf(t, res))
+	}
 	if _, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolBoom}); err == nil || !strings.Contains(err.Error(), "internal error") || strings.Contains(err.Error(), "secret") {
 		t.Errorf("boom: %v", err)
 	}
@@ -106,42 +141,76 @@ func exerciseSDK(t *testing.T, cs *mcp.ClientSession, elicit bool) {
 // Streamable HTTP (with a bearer token), lists and calls tools, answers an
 // elicitation on the POST's SSE stream, and ends the session with DELETE.
 func TestSDKClientHTTP(t *testing.T) {
-	for _, elicit := range []bool{true, false} {
-		name := "elicitation"
-		if !elicit {
-			name = "no-elicitation"
-		}
-		t.Run(name, func(t *testing.T) {
-			turn := mcpservertest.NewTurn()
-			b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-				ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
-				Authorize:  mcpserver.StaticToken("tok-123"),
+	for _, era := range eras {
+		for _, elicit := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/elicit=%v", era.name, elicit), func(t *testing.T) {
+				turn := mcpservertest.NewTurn()
+				b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
+					ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+					Authorize:  mcpserver.StaticToken("tok-123"),
+				})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer b.Close()
+				tr := &mcp.StreamableClientTransport{
+					Endpoint:   b.URL(),
+					HTTPClient: &http.Client{Transport: bearerTransport{"tok-123", http.DefaultTransport}},
+					MaxRetries: -1,
+				}
+				cs, err := sdkClient(elicit).Connect(context.Background(), tr, era.opts)
+				if err != nil {
+					t.Fatalf("connect: %v", err)
+				}
+				exerciseSDK(t, cs, era.version, elicit)
+				if era.version == mcpserver.ModernVersion {
+					if cs.ID() != "" {
+						t.Errorf("a 2026-07-28 client got session %q", cs.ID())
+					}
+					cs.Close()
+					return
+				}
+				if cs.ID() != b.SessionID() {
+					t.Errorf("client session %q, bridge session %q", cs.ID(), b.SessionID())
+				}
+				if err := cs.Close(); err != nil {
+					t.Errorf("close: %v", err)
+				}
+				<-b.Done() // the SDK's DELETE ended the session
+				if turn.Closed() != 1 {
+					t.Errorf("turn closed %d times", turn.Closed())
+				}
 			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
-			tr := &mcp.StreamableClientTransport{
-				Endpoint:   b.URL(),
-				HTTPClient: &http.Client{Transport: bearerTransport{"tok-123", http.DefaultTransport}},
-				MaxRetries: -1,
-			}
-			cs, err := sdkClient(elicit).Connect(context.Background(), tr, nil)
+		}
+	}
+}
+
+// TestSDKClientHandler: the SDK against the multi-session handler, in both eras.
+func TestSDKClientHandler(t *testing.T) {
+	var tc turnCounter
+	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
+		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+		OpenTurn:   tc.open,
+	})
+	defer h.Close()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	for _, era := range eras {
+		t.Run(era.name, func(t *testing.T) {
+			cs, err := sdkClient(true).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, era.opts)
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}
-			if cs.ID() != b.SessionID() {
-				t.Errorf("client session %q, bridge session %q", cs.ID(), b.SessionID())
-			}
-			exerciseSDK(t, cs, elicit)
-			if err := cs.Close(); err != nil {
-				t.Errorf("close: %v", err)
-			}
-			<-b.Done() // the SDK's DELETE ended the session
-			if turn.Closed() != 1 {
-				t.Errorf("turn closed %d times", turn.Closed())
-			}
+			exerciseSDK(t, cs, era.version, true)
+			cs.Close()
 		})
+	}
+	// Once the server has finished every request (httptest's Close waits), the
+	// session-based client's DELETE has closed its turn and each stateless
+	// request has closed its own.
+	srv.Close()
+	if open, closed := tc.closed(); open != 0 || closed < 2 {
+		t.Errorf("turns open %d, closed %d", open, closed)
 	}
 }
 
@@ -161,28 +230,30 @@ func TestSDKClientHTTPUnauthorized(t *testing.T) {
 
 // TestSDKClientStdio connects the Go SDK client to ServeStdio over pipes.
 func TestSDKClientStdio(t *testing.T) {
-	for _, elicit := range []bool{true, false} {
-		t.Run(map[bool]string{true: "elicitation", false: "no-elicitation"}[elicit], func(t *testing.T) {
-			c2sR, c2sW := io.Pipe()
-			s2cR, s2cW := io.Pipe()
-			turn := mcpservertest.NewTurn()
-			done := make(chan error, 1)
-			go func() {
-				done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
-					ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
-				})
-				s2cW.Close()
-			}()
-			cs, err := sdkClient(elicit).Connect(context.Background(), &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, nil)
-			if err != nil {
-				t.Fatalf("connect: %v", err)
-			}
-			exerciseSDK(t, cs, elicit)
-			cs.Close()
-			if err := <-done; err != nil {
-				t.Errorf("ServeStdio: %v", err)
-			}
-		})
+	for _, era := range eras {
+		for _, elicit := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/elicit=%v", era.name, elicit), func(t *testing.T) {
+				c2sR, c2sW := io.Pipe()
+				s2cR, s2cW := io.Pipe()
+				turn := mcpservertest.NewTurn()
+				done := make(chan error, 1)
+				go func() {
+					done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
+						ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+					})
+					s2cW.Close()
+				}()
+				cs, err := sdkClient(elicit).Connect(context.Background(), &mcp.IOTransport{Reader: s2cR, Writer: c2sW}, era.opts)
+				if err != nil {
+					t.Fatalf("connect: %v", err)
+				}
+				exerciseSDK(t, cs, era.version, elicit)
+				cs.Close()
+				if err := <-done; err != nil {
+					t.Errorf("ServeStdio: %v", err)
+				}
+			})
+		}
 	}
 }
 

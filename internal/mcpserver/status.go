@@ -83,3 +83,19 @@ func writeRPCError(w http.ResponseWriter, sessionID string, id jsonrpc.ID, e *js
 	w.WriteHeader(http.StatusBadRequest)
 	_, _ = w.Write(rpcwire.Error(id, e))
 }
+
+// modernStatus is the HTTP status of a 2026-07-28 answer carrying a JSON-RPC
+// error: an unknown method is 404, a request the server will not serve as sent
+// (bad params or _meta, header mismatch, missing capability, unsupported
+// version, invalid request) is 400, and an internal failure stays a 200 answer
+// like the older versions'.
+func modernStatus(code int64) int {
+	switch code {
+	case jsonrpc.CodeMethodNotFound:
+		return http.StatusNotFound
+	case jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest, jsonrpc.CodeParseError,
+		CodeHeaderMismatch, CodeMissingClientCapability, CodeUnsupportedProtocolVersion:
+		return http.StatusBadRequest
+	}
+	return http.StatusOK
+}

@@ -130,7 +130,7 @@ loop:
 				// Notifications, answers to our requests and invalid items of a
 				// batch: handled now, in order; only the invalid items are
 				// answered.
-				answers, _ := c.runItems(ctx, body.Items, peer)
+				answers, _ := c.runItems(ctx, body.Items, body.Batch, peer)
 				if s.answer = joinAnswers(answers, body.Batch); s.answer == nil {
 					continue
 				}
@@ -146,7 +146,7 @@ loop:
 				go func() {
 					defer calls.Done()
 					defer close(s.done)
-					answers, _ := c.runItems(ctx, body.Items, peer)
+					answers, _ := c.runItems(ctx, body.Items, body.Batch, peer)
 					s.answer = joinAnswers(answers, body.Batch)
 				}()
 				continue

@@ -40,6 +40,16 @@ type CallRequest struct {
 	Meta json.RawMessage
 	// Peer lets a tool ask the client something mid-call (elicitation). Never nil.
 	Peer Peer
+	// ProtocolVersion is "2026-07-28" for a stateless (2026-07-28) request and ""
+	// for a request in an initialized session. Only a 2026-07-28 request can be
+	// answered with ResultType "input_required" (multi round-trip requests); its
+	// Peer cannot send requests.
+	ProtocolVersion string
+	// InputResponses and RequestState are a 2026-07-28 retry's params.inputResponses
+	// and params.requestState, re-encoded; nil when absent. RequestState comes from
+	// the client: treat it as attacker-controlled.
+	InputResponses json.RawMessage
+	RequestState   json.RawMessage
 }
 
 // CallResult is the body of a tools/call answer.
@@ -48,6 +58,12 @@ type CallResult struct {
 	StructuredContent json.RawMessage   `json:"structuredContent,omitempty"`
 	IsError           bool              `json:"isError"`
 	Meta              map[string]any    `json:"_meta,omitempty"`
+	// ResultType is 2026-07-28's resultType: "" or "complete" for a finished call,
+	// "input_required" (only for a request whose ProtocolVersion is "2026-07-28")
+	// with InputRequests and/or RequestState.
+	ResultType    string          `json:"-"`
+	InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+	RequestState  json.RawMessage `json:"requestState,omitempty"`
 }
 
 // Peer is the client side of the connection a call arrived on.

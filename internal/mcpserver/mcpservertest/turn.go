@@ -23,6 +23,10 @@ import (
 //	block  waits until the call's context ends or Release is called; returns "released"
 //	boom   returns a non-nil error (an internal failure: JSON-RPC -32603)
 //	panic  panics
+//	ask    asks the client a question the way the request's era allows: in
+//	       2026-07-28 it answers resultType input_required (request state "asked")
+//	       and, on the retry carrying inputResponses, returns them as text; in an
+//	       older session it sends elicitation/create through the Peer
 const (
 	ToolEcho   = "test.echo"
 	ToolFail   = "test.fail"
@@ -30,6 +34,7 @@ const (
 	ToolBlock  = "test.block"
 	ToolBoom   = "test.boom"
 	ToolPanic  = "test.panic"
+	ToolAsk    = "test.ask"
 )
 
 // Turn is a fake Turn. The zero value is not usable; call NewTurn.
@@ -61,6 +66,14 @@ func tool(name, desc string) json.RawMessage {
 	return b
 }
 
+var elicitParams = map[string]any{
+	"message": "Proceed?",
+	"requestedSchema": map[string]any{
+		"type":       "object",
+		"properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
+	},
+}
+
 // CatalogHash is the fixed hash the fake serves.
 const CatalogHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
@@ -77,6 +90,7 @@ func (t *Turn) ListTools(ctx context.Context) (*mcpserver.ToolList, error) {
 			tool(ToolBlock, "Waits until released or cancelled."),
 			tool(ToolBoom, "Fails internally."),
 			tool(ToolPanic, "Panics."),
+			tool(ToolAsk, "Asks the user, in the way the protocol revision allows."),
 		},
 		CatalogHash: CatalogHash,
 		ExecutionID: t.ExecutionID,
@@ -120,13 +134,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	case ToolFail:
 		return refusal("failed", "tool_failed", "this tool always fails"), nil
 	case ToolElicit:
-		ans, err := req.Peer.Request(ctx, "elicitation/create", map[string]any{
-			"message": "Proceed?",
-			"requestedSchema": map[string]any{
-				"type":       "object",
-				"properties": map[string]any{"ok": map[string]any{"type": "boolean"}},
-			},
-		})
+		ans, err := req.Peer.Request(ctx, "elicitation/create", elicitParams)
 		if err != nil {
 			return refusal("failed", "tool_failed", err.Error()), nil
 		}
@@ -138,6 +146,28 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		case <-t.release:
 			return &mcpserver.CallResult{Content: text("released")}, nil
 		}
+	case ToolAsk:
+		if req.ProtocolVersion == "" {
+			ans, err := req.Peer.Request(ctx, "elicitation/create", elicitParams)
+			if err != nil {
+				return refusal("failed", "tool_failed", err.Error()), nil
+			}
+			return &mcpserver.CallResult{Content: text(string(ans))}, nil
+		}
+		if req.InputResponses == nil {
+			var caps map[string]json.RawMessage
+			_ = json.Unmarshal(req.Peer.ClientCapabilities(), &caps)
+			if _, ok := caps["elicitation"]; !ok {
+				// Never ask for input the client did not declare it can give.
+				return refusal("failed", "tool_failed", "the client cannot answer questions"), nil
+			}
+			ir, _ := json.Marshal(map[string]any{"q": map[string]any{"method": "elicitation/create", "params": elicitParams}})
+			return &mcpserver.CallResult{ResultType: "input_required", InputRequests: ir, RequestState: json.RawMessage(`"asked"`)}, nil
+		}
+		if string(req.RequestState) != `"asked"` {
+			return refusal("failed", "tool_failed", "unknown request state"), nil
+		}
+		return &mcpserver.CallResult{Content: text(string(req.InputResponses))}, nil
 	case ToolBoom:
 		return nil, errors.New("secret internal detail")
 	case ToolPanic:

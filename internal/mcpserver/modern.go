@@ -1,0 +1,180 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/rpcwire"
+)
+
+// The stateless 2026-07-28 revision, served on the same endpoint as the
+// session-based versions (a dual-era server): a request whose params carry
+// _meta["io.modelcontextprotocol/protocolVersion"], or a server/discover, is
+// answered statelessly; an initialize selects the older semantics. There is no
+// server-to-client request in this era (a tool that needs input answers
+// resultType "input_required" instead), and every result carries resultType.
+
+// ModernVersion is the stateless protocol revision served.
+const ModernVersion = "2026-07-28"
+
+// 2026-07-28 metadata keys and error codes.
+const (
+	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
+	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
+	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
+
+	CodeHeaderMismatch             = -32020
+	CodeMissingClientCapability    = -32021
+	CodeUnsupportedProtocolVersion = -32022
+)
+
+// listTTLMs is the ttlMs of tools/list and server/discover: a turn's catalogue
+// never changes, but it differs per principal, so cacheScope is "private".
+const listTTLMs = 5000
+
+// allVersions lists every version served, newest first.
+func allVersions() []string { return append([]string{ModernVersion}, SupportedVersions...) }
+
+// modernMeta returns a 2026-07-28 request's params._meta, and whether the
+// request is one: it has _meta[protocolVersion], or it is server/discover.
+func modernMeta(m *rpcwire.Message) (map[string]json.RawMessage, bool) {
+	var meta map[string]json.RawMessage
+	if len(m.Params) > 0 && m.Params[0] == '{' {
+		var p map[string]json.RawMessage
+		if json.Unmarshal(m.Params, &p) == nil {
+			if raw := p["_meta"]; len(raw) > 0 && raw[0] == '{' {
+				_ = json.Unmarshal(raw, &meta)
+			}
+		}
+	}
+	_, versioned := meta[MetaProtocolVersion]
+	return meta, versioned || m.Method == "server/discover"
+}
+
+func isModern(m *rpcwire.Message) bool {
+	_, ok := modernMeta(m)
+	return ok
+}
+
+// modernVersionOf returns the protocol version a 2026-07-28 request names.
+func modernVersionOf(meta map[string]json.RawMessage) (string, bool) {
+	var v string
+	if json.Unmarshal(meta[MetaProtocolVersion], &v) != nil || v == "" {
+		return "", false
+	}
+	return v, true
+}
+
+// unsupportedVersion is the -32022 error naming the versions served.
+func unsupportedVersion(v string) *jsonrpc.Error {
+	data, _ := json.Marshal(unsupportedVersionData{Supported: allVersions(), Requested: v})
+	return &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: fmt.Sprintf("unsupported protocol version %q", v), Data: data}
+}
+
+type unsupportedVersionData struct {
+	Supported []string `json:"supported"`
+	Requested string   `json:"requested"`
+}
+
+// checkModernMeta applies the per-request rules: the version is required and
+// must be served (-32022 names the supported ones); client capabilities are
+// required.
+func checkModernMeta(meta map[string]json.RawMessage) *jsonrpc.Error {
+	v, ok := modernVersionOf(meta)
+	if !ok {
+		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaProtocolVersion))
+	}
+	if v != ModernVersion {
+		return unsupportedVersion(v)
+	}
+	caps := meta[MetaClientCapabilities]
+	if len(caps) == 0 || caps[0] != '{' {
+		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaClientCapabilities))
+	}
+	return nil
+}
+
+type discoverResult struct {
+	ResultType        string          `json:"resultType"`
+	SupportedVersions []string        `json:"supportedVersions"`
+	Capabilities      json.RawMessage `json:"capabilities"`
+	Instructions      string          `json:"instructions,omitempty"`
+	TTLMs             int             `json:"ttlMs"`
+	CacheScope        string          `json:"cacheScope"`
+	Meta              map[string]any  `json:"_meta"`
+}
+
+type modernToolsList struct {
+	ResultType string            `json:"resultType"`
+	Tools      []json.RawMessage `json:"tools"`
+	TTLMs      int               `json:"ttlMs"`
+	CacheScope string            `json:"cacheScope"`
+	Meta       map[string]any    `json:"_meta"`
+}
+
+// inputRequiredResult is a tools/call answer asking the client for input.
+type inputRequiredResult struct {
+	ResultType    string          `json:"resultType"`
+	InputRequests json.RawMessage `json:"inputRequests,omitempty"`
+	RequestState  json.RawMessage `json:"requestState,omitempty"`
+	Meta          map[string]any  `json:"_meta,omitempty"`
+}
+
+type modernCallResult struct {
+	ResultType string `json:"resultType"`
+	CallResult
+}
+
+// dispatchModern answers a 2026-07-28 request.
+func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta map[string]json.RawMessage) (any, *jsonrpc.Error) {
+	switch m.Method {
+	case "server/discover", "tools/list", "tools/call":
+	default:
+		// Including initialize and ping, which this era removed.
+		return nil, rpcwire.MethodNotFound(m.Method)
+	}
+	if err := checkModernMeta(meta); err != nil {
+		return nil, err
+	}
+	serverInfo := map[string]any{MetaServerInfo: c.info}
+	switch m.Method {
+	case "server/discover":
+		return discoverResult{
+			ResultType:        "complete",
+			SupportedVersions: allVersions(),
+			Capabilities:      json.RawMessage(`{"tools":{"listChanged":false}}`),
+			Instructions:      c.instructions,
+			TTLMs:             listTTLMs,
+			CacheScope:        "private",
+			Meta:              serverInfo,
+		}, nil
+	case "tools/list":
+		res, rpcErr := c.listTools(ctx)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		list := res.(toolsListResult)
+		out := modernToolsList{ResultType: "complete", Tools: list.Tools, TTLMs: listTTLMs, CacheScope: "private", Meta: serverInfo}
+		for k, v := range list.Meta {
+			out.Meta[k] = v
+		}
+		return out, nil
+	case "tools/call":
+		// No server-to-client requests in this era: the Peer refuses them, and a
+		// tool that needs input answers input_required.
+		return c.callTool(ctx, m.Params, modernPeer{caps: meta[MetaClientCapabilities]}, true)
+	}
+	return nil, rpcwire.MethodNotFound(m.Method)
+}
+
+// modernPeer is the Peer of a 2026-07-28 request: the capabilities it declared,
+// and no way to send requests.
+type modernPeer struct{ caps json.RawMessage }
+
+func (p modernPeer) ClientCapabilities() json.RawMessage { return p.caps }
+
+func (p modernPeer) Request(context.Context, string, any) (json.RawMessage, error) {
+	return nil, ErrPeerUnsupported
+}
