@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/pelletier/go-toml/v2"
@@ -522,5 +523,27 @@ func TestTOMLReplaceKeepsCommentsOfTheNextTable(t *testing.T) {
 	e, err := h.Entry(out, "toolgate")
 	if err != nil || e["command"] != stdioServer.Command {
 		t.Errorf("entry %v %v", e, err)
+	}
+}
+
+func TestConnectRefusesFIFOAndHugeFiles(t *testing.T) {
+	h, _ := Lookup("claude-code")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo.json")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Skip(err)
+	}
+	if _, err := h.PlanConnect(fifo, stdioServer); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("fifo: %v", err)
+	}
+	huge := filepath.Join(dir, "huge.json")
+	f, _ := os.Create(huge)
+	f.Truncate(maxConfigBytes + 1)
+	f.Close()
+	if _, err := h.PlanConnect(huge, stdioServer); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("huge: %v", err)
+	}
+	if _, err := Undo(fifo, true); err == nil {
+		t.Error("undo on a fifo with no record succeeded")
 	}
 }
