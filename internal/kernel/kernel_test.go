@@ -380,6 +380,41 @@ func TestToolReportedError(t *testing.T) {
 	}
 }
 
+// A 2026-07-28 call may answer input_required; the retry carries the responses and
+// state to the tool and is authorized and audited again. An older session's call
+// cannot, and fails instead.
+func TestInputRequiredRoundTrip(t *testing.T) {
+	var seen []*kernel.Call
+	f := newFixture(t, &kernel.Tool{ID: "local.ask", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Run: func(_ context.Context, c *kernel.Call) (*kernel.Output, error) {
+			seen = append(seen, c)
+			if c.InputResponses == nil {
+				return &kernel.Output{InputRequests: json.RawMessage(`{"answer":{"method":"elicitation/create"}}`), RequestState: json.RawMessage(`"s1"`)}, nil
+			}
+			return &kernel.Output{Text: "got " + string(c.InputResponses)}, nil
+		}})
+	f.grants(t, policy.Grant{Principal: "p", Tool: "local.*"})
+	tr := f.turn(t, "p")
+	ctx := context.Background()
+	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.ask", ProtocolVersion: kernel.ModernVersion})
+	if err != nil || r.ResultType != "input_required" || string(r.RequestState) != `"s1"` || r.IsError {
+		t.Fatalf("first round: %+v %v", r, err)
+	}
+	r, err = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.ask", ProtocolVersion: kernel.ModernVersion,
+		InputResponses: json.RawMessage(`{"answer":"yes"}`), RequestState: json.RawMessage(`"s1"`)})
+	if err != nil || r.ResultType != "" || r.IsError || !strings.Contains(string(r.Content[0]), "yes") {
+		t.Fatalf("second round: %s %v", mustJSON(r), err)
+	}
+	if len(seen) != 2 || string(seen[1].RequestState) != `"s1"` || seen[1].ProtocolVersion != kernel.ModernVersion {
+		t.Errorf("calls seen by the tool: %+v", seen)
+	}
+	evs := f.aud.Events()
+	if len(evs) != 2 || evs[0].Decision != audit.Allowed || evs[1].Decision != audit.Allowed || evs[0].CallID == evs[1].CallID {
+		t.Errorf("each round is its own authorized call: %+v", evs)
+	}
+	refusal(t, call(t, tr, "local.ask", ""), kernel.StatusFailed, kernel.CodeToolFailed)
+}
+
 func TestStructuredContentOnlyWithSchemaAndObject(t *testing.T) {
 	mk := func(id string, schema bool, out any) *kernel.Tool {
 		tool := &kernel.Tool{ID: id, InputSchema: json.RawMessage(`{"type":"object"}`),

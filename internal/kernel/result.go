@@ -36,6 +36,10 @@ func textBlock(s string) json.RawMessage {
 // buildResult turns a tool's Output into the published result. structuredContent is
 // present only when the tool declares an outputSchema and the output is a JSON object.
 func buildResult(t *Tool, out *Output) *mcpserver.CallResult {
+	if len(out.InputRequests) > 0 || len(out.RequestState) > 0 {
+		return &mcpserver.CallResult{ResultType: "input_required", InputRequests: out.InputRequests,
+			RequestState: out.RequestState, Content: []json.RawMessage{}}
+	}
 	r := &mcpserver.CallResult{IsError: out.IsError}
 	if out.IsError {
 		// A failure the tool reported itself is still a failure, not a permission

@@ -94,6 +94,14 @@ type Call struct {
 	Access Access
 	// Peer reaches the harness's client (elicitation). Never nil.
 	Peer mcpserver.Peer
+	// ProtocolVersion is "2026-07-28" for a stateless request, "" otherwise. Only a
+	// 2026-07-28 call may answer with Output.InputRequests (multi round-trip).
+	ProtocolVersion string
+	// InputResponses and RequestState are a 2026-07-28 retry's params.inputResponses
+	// and params.requestState, re-encoded; nil when absent. RequestState comes back
+	// from the client: treat it as attacker-controlled.
+	InputResponses json.RawMessage
+	RequestState   json.RawMessage
 }
 
 // Output is what a tool returns. Content blocks are MCP content objects; Text is a
@@ -107,4 +115,9 @@ type Output struct {
 	// IsError marks a tool-level failure that the tool reported itself (for example a
 	// bash command exiting non-zero is not an error; a git command that failed is).
 	IsError bool
+	// InputRequests, for a call whose ProtocolVersion is "2026-07-28", asks the client
+	// for input instead of finishing (resultType "input_required"); RequestState, if
+	// set, is handed back on the retry. The retry is a new call, authorized again.
+	InputRequests json.RawMessage
+	RequestState  json.RawMessage
 }

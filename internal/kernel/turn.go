@@ -77,6 +77,9 @@ func (t *Turn) ListTools(context.Context) (*mcpserver.ToolList, error) {
 	return &l, nil
 }
 
+// ModernVersion is the stateless MCP revision whose calls may answer input_required.
+const ModernVersion = "2026-07-28"
+
 // maxNameInMessage bounds how much of a caller-supplied name is echoed back.
 const maxNameInMessage = 128
 
@@ -169,7 +172,11 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if err := c.append(ctx); err != nil {
 		return c.auditUnavailable(ctx, err)
 	}
-	out, runErr := t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req)})
+	out, runErr := t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req),
+		ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
+	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != ModernVersion {
+		runErr = Failed(CodeToolFailed, "the tool needs input, which this protocol version cannot carry")
+	}
 	if runErr != nil {
 		code := CodeToolFailed
 		if errors.Is(runErr, context.DeadlineExceeded) {
