@@ -376,3 +376,32 @@ func TestCatalogHashAcrossTransports(t *testing.T) {
 		t.Errorf("stdio bridge lists %d tools", len(lt.Tools))
 	}
 }
+
+// A stateless 2026-07-28 tools/call on the daemon's /mcp goes through the same kernel:
+// same authorization, same refusal shape, an audit event per decision.
+func TestStatelessCallThroughTheDaemon(t *testing.T) {
+	data, toks := setup(t, []policy.Grant{
+		{Principal: "dana", Tool: "local.read_file", Action: "read", Resource: "path:docs/", Effect: policy.Allow},
+	}, "dana")
+	d := startServe(t, data, workspaceDir(t))
+	call := func(path string) string {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"local.read_file","arguments":{"path":"` + path +
+			`"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+		status, _, b := request(t, "POST", d.url+"/mcp", toks["dana"], body,
+			"MCP-Protocol-Version", "2026-07-28", "Mcp-Method", "tools/call", "Mcp-Name", "local.read_file")
+		if status != 200 {
+			t.Fatalf("stateless call: %d %s", status, b)
+		}
+		return string(b)
+	}
+	if r := call("docs/a.md"); !strings.Contains(r, `"resultType":"complete"`) || !strings.Contains(r, "alpha") {
+		t.Errorf("allowed stateless call: %s", r)
+	}
+	if r := call("src/x.go"); !strings.Contains(r, `"toolgate/code":"no_matching_grant"`) || strings.Contains(r, "package x") {
+		t.Errorf("refused stateless call: %s", r)
+	}
+	out, _, _ := run(t, data, "audit", "--json", "--principal", "dana")
+	if strings.Count(out, "\n") != 2 || !strings.Contains(out, `"transport":"http"`) {
+		t.Errorf("audit of stateless calls:\n%s", out)
+	}
+}
