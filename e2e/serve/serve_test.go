@@ -89,6 +89,11 @@ func TestFirstStart(t *testing.T) {
 			t.Errorf("%s %s with a bad token: %d", c.method, c.path, status)
 		}
 	}
+	// A cross-site "simple" POST (text/plain) never reaches the kernel.
+	if status, _, body := request(t, "POST", d.url+"/v1/tools/invoke", owner, `{"name":"local.read_file","arguments":{"path":"docs/a.md"}}`,
+		"Content-Type", "text/plain"); status != 415 {
+		t.Errorf("text/plain invoke: %d %s", status, body)
+	}
 	// DNS rebinding: a foreign Host is refused before anything else.
 	if status, _, body := request(t, "GET", d.url+"/v1/tools", owner, "", "Host", "evil.example"); status != 403 {
 		t.Errorf("foreign Host: %d %s", status, body)
