@@ -61,14 +61,34 @@ func catalogue512(b *testing.B) *fixture {
 	return f
 }
 
-// BenchmarkOpenTurn512 resolves a 512-tool catalogue (the three gates, publication,
-// catalogHash): the work done once per turn before tools/list can be answered.
+// BenchmarkOpenTurn512 opens a turn on a 512-tool catalogue that is already resolved
+// for this principal and policy (the common case: the HTTP API opens a turn per
+// request).
 func BenchmarkOpenTurn512(b *testing.B) {
 	f := catalogue512(b)
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
 		tr, err := f.k.OpenTurn(ctx, kernel.TurnOptions{Principal: "p"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l, _ := tr.ListTools(ctx); len(l.Tools) != kernel.MaxCatalog {
+			b.Fatalf("%d tools", len(l.Tools))
+		}
+	}
+}
+
+// BenchmarkOpenTurn512Uncached resolves a 512-tool catalogue from scratch each time (a
+// Namer bypasses the catalogue cache): the cost after any grant, namespace or
+// registry change.
+func BenchmarkOpenTurn512Uncached(b *testing.B) {
+	f := catalogue512(b)
+	ctx := context.Background()
+	same := func(id string) string { return id }
+	b.ReportAllocs()
+	for b.Loop() {
+		tr, err := f.k.OpenTurn(ctx, kernel.TurnOptions{Principal: "p", Namer: same})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -61,6 +61,10 @@ type Kernel struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
 	ids   []string // sorted registered ids
+	gen   uint64   // bumped by every Register
+
+	cacheMu sync.Mutex
+	cache   map[catalogKey]*catalog
 
 	policy     atomic.Pointer[policy.Set]
 	namespaces atomic.Pointer[map[string]bool]
@@ -121,6 +125,7 @@ func (k *Kernel) Register(tools ...*Tool) error {
 		k.ids = append(k.ids, e.tool.ID)
 	}
 	sort.Strings(k.ids)
+	k.gen++
 	return nil
 }
 
@@ -170,8 +175,80 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		return nil, errors.New("kernel: opening a turn: principal is empty")
 	}
 	pol := k.policy.Load()
-	ns := *k.namespaces.Load()
+	nsp := k.namespaces.Load()
+	var c *catalog
+	if o.Namer == nil {
+		k.mu.RLock()
+		gen := k.gen
+		k.mu.RUnlock()
+		c = k.cacheGet(catalogKey{pol, nsp, gen, o.Principal})
+	}
+	if c == nil {
+		var gen uint64
+		var err error
+		if c, gen, err = k.resolve(o, pol, *nsp); err != nil {
+			return nil, err
+		}
+		if o.Namer == nil {
+			k.cachePut(catalogKey{pol, nsp, gen, o.Principal}, c)
+		}
+	}
+	t := &Turn{
+		k:         k,
+		id:        newID("exec-"),
+		principal: o.Principal,
+		transport: o.Transport,
+		alias:     o.Alias,
+		namer:     o.Namer,
+		policy:    pol,
+		byName:    c.byName,
+		ns:        *nsp,
+	}
+	t.list = &mcpserver.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
+	return t, nil
+}
+
+// catalog is one resolved catalogue. It is immutable once built, so turns opened under
+// the same policy, namespace switches and registry share it.
+type catalog struct {
+	byName map[string]*entry
+	tools  []json.RawMessage
+	hash   string
+}
+
+// catalogKey identifies what a catalogue was resolved from: the compiled policy and
+// namespace switches (replaced, never edited, on change), the registry generation and
+// the principal. Only canonical-name catalogues (no Namer) are cached.
+type catalogKey struct {
+	pol       *policy.Set
+	ns        *map[string]bool
+	gen       uint64
+	principal string
+}
+
+// maxCachedCatalogs bounds the cache; past it the cache starts over.
+const maxCachedCatalogs = 1024
+
+func (k *Kernel) cacheGet(key catalogKey) *catalog {
+	k.cacheMu.Lock()
+	defer k.cacheMu.Unlock()
+	return k.cache[key]
+}
+
+func (k *Kernel) cachePut(key catalogKey, c *catalog) {
+	k.cacheMu.Lock()
+	defer k.cacheMu.Unlock()
+	if k.cache == nil || len(k.cache) >= maxCachedCatalogs {
+		k.cache = make(map[catalogKey]*catalog)
+	}
+	k.cache[key] = c
+}
+
+// resolve applies the three gates and builds the published catalogue. It returns the
+// registry generation it read.
+func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool) (*catalog, uint64, error) {
 	k.mu.RLock()
+	gen := k.gen
 	var published []*entry
 	for _, id := range k.ids {
 		e := k.tools[id]
@@ -185,21 +262,11 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 	}
 	k.mu.RUnlock()
 	if len(published) > MaxCatalog {
-		return nil, fmt.Errorf("kernel: opening a turn for %q: %w: %d tools would be published, the limit is %d (disable namespaces or narrow grants)",
+		return nil, 0, fmt.Errorf("kernel: opening a turn for %q: %w: %d tools would be published, the limit is %d (disable namespaces or narrow grants)",
 			o.Principal, ErrCatalogTooLarge, len(published), MaxCatalog)
 	}
-	t := &Turn{
-		k:         k,
-		id:        newID("exec-"),
-		principal: o.Principal,
-		transport: o.Transport,
-		alias:     o.Alias,
-		namer:     o.Namer,
-		policy:    pol,
-		byName:    make(map[string]*entry, len(published)),
-		ns:        ns,
-	}
-	tools := make([]json.RawMessage, 0, len(published))
+	c := &catalog{byName: make(map[string]*entry, len(published))}
+	c.tools = make([]json.RawMessage, 0, len(published))
 	canon := make([][]byte, 0, len(published))
 	for _, e := range published {
 		name := e.tool.ID
@@ -207,12 +274,12 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 			name = o.Namer(e.tool.ID)
 		}
 		if name == "" {
-			return nil, fmt.Errorf("kernel: opening a turn: the namer gave %q an empty name", e.tool.ID)
+			return nil, 0, fmt.Errorf("kernel: opening a turn: the namer gave %q an empty name", e.tool.ID)
 		}
-		if prev, dup := t.byName[name]; dup {
-			return nil, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
+		if prev, dup := c.byName[name]; dup {
+			return nil, 0, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
 		}
-		t.byName[name] = e
+		c.byName[name] = e
 		qn, _ := json.Marshal(name)
 		obj := make([]byte, 0, len(qn)+len(e.rest)+10)
 		obj = append(obj, `{"name":`...)
@@ -220,18 +287,18 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		obj = append(obj, ',')
 		obj = append(obj, e.rest...)
 		obj = append(obj, '}')
-		tools = append(tools, obj)
+		c.tools = append(c.tools, obj)
 		// Canonical entry: [name, sorted-key object without name].
-		c := make([]byte, 0, len(qn)+len(e.canon)+3)
-		c = append(c, '[')
-		c = append(c, qn...)
-		c = append(c, ',')
-		c = append(c, e.canon...)
-		c = append(c, ']')
-		canon = append(canon, c)
+		ce := make([]byte, 0, len(qn)+len(e.canon)+3)
+		ce = append(ce, '[')
+		ce = append(ce, qn...)
+		ce = append(ce, ',')
+		ce = append(ce, e.canon...)
+		ce = append(ce, ']')
+		canon = append(canon, ce)
 	}
-	t.list = &mcpserver.ToolList{Tools: tools, CatalogHash: catalogHash(canon), ExecutionID: t.id}
-	return t, nil
+	c.hash = catalogHash(canon)
+	return c, gen, nil
 }
 
 // catalogHash is SHA-256 over the canonical encodings of the published tools, sorted,

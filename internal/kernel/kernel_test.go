@@ -672,6 +672,41 @@ func TestNamerMapsBack(t *testing.T) {
 	}
 }
 
+// Turns share a resolved catalogue until the grants, the namespace switches or the
+// registry change; each still has its own execution id.
+func TestCatalogueCacheInvalidation(t *testing.T) {
+	f := newFixture(t, echoTool("files.read"))
+	f.grants(t, policy.Grant{Principal: "p", Tool: "files.*"})
+	t1, t2 := f.turn(t, "p"), f.turn(t, "p")
+	l1, _ := t1.ListTools(context.Background())
+	l2, _ := t2.ListTools(context.Background())
+	if l1.ExecutionID == l2.ExecutionID || l1.CatalogHash != l2.CatalogHash {
+		t.Errorf("two turns: ids %s %s, hashes %s %s", l1.ExecutionID, l2.ExecutionID, l1.CatalogHash, l2.CatalogHash)
+	}
+	if err := f.k.Register(echoTool("files.list")); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(names(t, f.turn(t, "p")), ","); got != "files.list,files.read" {
+		t.Errorf("after Register: %s", got)
+	}
+	f.k.SetNamespaces(map[string]bool{"files": false})
+	if got := names(t, f.turn(t, "p")); len(got) != 0 {
+		t.Errorf("after disabling files: %v", got)
+	}
+	f.k.SetNamespaces(nil)
+	f.grants(t, policy.Grant{Principal: "p", Tool: "files.list"})
+	if got := strings.Join(names(t, f.turn(t, "p")), ","); got != "files.list" {
+		t.Errorf("after narrowing the grant: %s", got)
+	}
+	if got := names(t, f.turn(t, "q")); len(got) != 0 {
+		t.Errorf("another principal shares p's catalogue: %v", got)
+	}
+	// The old turns are unaffected.
+	if got := strings.Join(names(t, t1), ","); got != "files.read" {
+		t.Errorf("an open turn changed: %s", got)
+	}
+}
+
 // A turn keeps the catalogue and policy it opened with.
 func TestTurnIsFixed(t *testing.T) {
 	f := newFixture(t, echoTool("files.read"))
