@@ -177,8 +177,8 @@ func useTurn(t *testing.T, cs *mcp.ClientSession) {
 }
 
 // TestGoSDKOverHTTP: the Go SDK client connects to `toolgate bridge` with the
-// printed token, in the stateless 2026-07-28 revision and then the session-based
-// one; it uses the turn, and closing the session (DELETE) ends the command.
+// printed token, uses the turn, and closing the session (DELETE) ends the
+// command.
 func TestGoSDKOverHTTP(t *testing.T) {
 	p := startBridge(t)
 	if !strings.HasPrefix(p.url, "http://127.0.0.1:") || !strings.HasSuffix(p.url, "/mcp") || p.token == "" {
@@ -193,24 +193,10 @@ func TestGoSDKOverHTTP(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without token: %d", res.StatusCode)
 	}
-	// The stateless 2026-07-28 revision first (the SDK's default): it needs no
-	// session, so the bridge keeps serving after the client closes.
+	// The SDK first tries the stateless 2026-07-28 server/discover, which the
+	// bridge does not serve, and falls back to the initialize handshake.
 	tr := &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}
-	modern, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr, nil)
-	if err != nil {
-		t.Fatalf("connect (2026-07-28): %v; stderr:\n%s", err, p.stderr)
-	}
-	if v := modern.InitializeResult().ProtocolVersion; v != "2026-07-28" {
-		t.Errorf("default negotiation gave %q", v)
-	}
-	list, err := modern.ListTools(context.Background(), nil)
-	if err != nil || len(list.Tools) == 0 {
-		t.Fatalf("tools/list (2026-07-28): %v", err)
-	}
-	modern.Close()
-	// Then the session-based handshake, which uses the turn and ends it.
-	tr = &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr, nil)
 	if err != nil {
 		t.Fatalf("connect: %v; stderr:\n%s", err, p.stderr)
 	}

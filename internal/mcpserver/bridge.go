@@ -37,6 +37,10 @@ type BridgeOptions struct {
 	Instructions string
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// Stateless also serves the stateless 2026-07-28 revision on the same
+	// endpoint (see StdioOptions.Stateless); off, a 2026-07-28
+	// MCP-Protocol-Version header is 400 and clients fall back to initialize.
+	Stateless bool
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
@@ -89,7 +93,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		return nil, fmt.Errorf("opening the bridge listener: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger)
+	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, opts.Stateless)
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize
@@ -106,6 +110,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 			maxBody:      maxBody,
 			store:        &bridgeStore{sess: sess},
 			log:          logger,
+			stateless:    opts.Stateless,
 		},
 		served: make(chan struct{}),
 	}

@@ -39,6 +39,12 @@ type HandlerOptions struct {
 	MaxBodyBytes int64
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names.
 	AllowedHosts []string
+	// NoStateless turns off the stateless 2026-07-28 revision, which the handler
+	// otherwise serves beside the session-based versions (each such request runs
+	// on a Turn of its own; see StdioOptions.Stateless for what a client that
+	// picks it gives up). Unlike a bridge, the daemon's endpoint is reached by
+	// stateless clients, so it is on by default.
+	NoStateless bool
 	// Logger receives failures; nil discards.
 	Logger *slog.Logger
 }
@@ -84,6 +90,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 			maxBody:      opts.MaxBodyBytes,
 			store:        reg,
 			log:          opts.Logger,
+			stateless:    !opts.NoStateless,
 		},
 	}
 }
@@ -155,7 +162,7 @@ func (g *registry) stateless(ctx context.Context, principal string) (*conn, func
 		g.opts.Logger.Error("opening a turn for a stateless request", "err", err)
 		return nil, nil, refuseInternal
 	}
-	c := newConn(turn, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger)
+	c := newConn(turn, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, true)
 	return c, func() {
 		c.close()
 		_ = closeTurn(turn)
@@ -205,7 +212,7 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		_ = closeTurn(turn)
 		return nil, refuseUnknownSession
 	}
-	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger)
+	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
 	g.sessions[s.id] = s
 	g.mu.Unlock()
 	return s, refuseNone

@@ -51,11 +51,11 @@ func newSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger) *httpSession {
+func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &httpSession{
 		id: newSessionID(), principal: principal, turn: turn,
-		conn: newConn(turn, info, instructions, log),
+		conn: newConn(turn, info, instructions, log, stateless),
 		ctx:  ctx, cancel: cancel, log: log, ended: make(chan struct{}),
 	}
 	s.touch()
@@ -116,6 +116,7 @@ type httpCore struct {
 	maxBody      int64
 	store        sessionStore
 	log          *slog.Logger
+	stateless    bool // the 2026-07-28 revision is served too
 }
 
 // trackingWriter remembers whether anything was written, so a late panic knows
@@ -162,7 +163,7 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseUnauthorized)
 		return
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && v != ModernVersion {
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && !(c.stateless && v == ModernVersion) {
 		c.refuseVersion(w, r, v)
 		return
 	}
@@ -245,7 +246,7 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		writeRPCError(w, sessionIDOf(sess), body.Items[0].ID, body.Items[0].Err)
 		return
 	}
-	if !body.Batch && body.Items[0].Msg != nil {
+	if c.stateless && !body.Batch && body.Items[0].Msg != nil {
 		// A 2026-07-28 request: modern _meta, or that version in the header.
 		meta, ok := modernMeta(body.Items[0].Msg)
 		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == ModernVersion {
@@ -521,7 +522,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 // versions, so a newer client can negotiate; otherwise the body is not read
 // further and the answer is {"error":"unsupported_protocol_version"}.
 func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
-	if r.Method == http.MethodPost {
+	if c.stateless && r.Method == http.MethodPost {
 		if data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody)); err == nil {
 			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
 				if _, ok := modernMeta(body.Items[0].Msg); ok {

@@ -47,6 +47,9 @@ type conn struct {
 	info         Implementation
 	instructions string
 	log          *slog.Logger
+	// stateless enables the 2026-07-28 revision; off, its requests are read as
+	// older-era messages (server/discover is then an unknown method).
+	stateless bool
 
 	mu         sync.Mutex
 	version    string
@@ -58,9 +61,9 @@ type conn struct {
 	nextID atomic.Int64
 }
 
-func newConn(turn Turn, info Implementation, instructions string, log *slog.Logger) *conn {
+func newConn(turn Turn, info Implementation, instructions string, log *slog.Logger, stateless bool) *conn {
 	return &conn{
-		turn: turn, info: info, instructions: instructions, log: log,
+		turn: turn, info: info, instructions: instructions, log: log, stateless: stateless,
 		inflight: map[string]*inflightCall{},
 		pending:  map[string]chan *rpcwire.Message{},
 	}
@@ -108,7 +111,7 @@ func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, batch bool, p
 		switch {
 		case it.Err != nil:
 			answers[i] = rpcwire.Error(it.ID, it.Err)
-		case batch && isModern(it.Msg):
+		case batch && c.stateless && isModern(it.Msg):
 			// 2026-07-28 has no batches: its requests travel one at a time.
 			if it.Msg.IsRequest() {
 				answers[i] = rpcwire.Error(it.Msg.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
@@ -177,7 +180,7 @@ func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer Peer, fo
 	}()
 
 	var result any
-	if meta, ok := modernMeta(m); ok || forceModern {
+	if meta, ok := modernMeta(m); c.stateless && (ok || forceModern) {
 		result, rpcErr = c.dispatchModern(ctx, m, meta)
 	} else {
 		result, rpcErr = c.dispatch(ctx, m, peer)

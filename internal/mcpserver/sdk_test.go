@@ -53,13 +53,16 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 // eras are the two ways the SDK client talks to toolgate: the session-based
 // handshake (forced by asking for 2025-11-25) and, by default, the stateless
 // 2026-07-28 revision found through server/discover.
+// A server without Stateless makes the SDK's discovery fall back to initialize.
 var eras = []struct {
-	name    string
-	opts    *mcp.ClientSessionOptions
-	version string
+	name      string
+	opts      *mcp.ClientSessionOptions
+	stateless bool
+	version   string
 }{
-	{"2025-11-25", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpserver.LatestVersion},
-	{"2026-07-28", nil, mcpserver.ModernVersion},
+	{"2025-11-25", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, true, mcpserver.LatestVersion},
+	{"fallback", nil, false, mcpserver.LatestVersion},
+	{"2026-07-28", nil, true, mcpserver.ModernVersion},
 }
 
 // exerciseSDK lists and calls tools through a connected Go SDK session.
@@ -148,6 +151,7 @@ func TestSDKClientHTTP(t *testing.T) {
 				b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
 					ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
 					Authorize:  mcpserver.StaticToken("tok-123"),
+					Stateless:  era.stateless,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -187,30 +191,31 @@ func TestSDKClientHTTP(t *testing.T) {
 
 // TestSDKClientHandler: the SDK against the multi-session handler, in both eras.
 func TestSDKClientHandler(t *testing.T) {
-	var tc turnCounter
-	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
-		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
-		OpenTurn:   tc.open,
-	})
-	defer h.Close()
-	srv := httptest.NewServer(h)
-	defer srv.Close()
 	for _, era := range eras {
 		t.Run(era.name, func(t *testing.T) {
+			var tc turnCounter
+			h := mcpserver.NewHandler(mcpserver.HandlerOptions{
+				ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+				OpenTurn:    tc.open,
+				NoStateless: !era.stateless,
+			})
+			defer h.Close()
+			srv := httptest.NewServer(h)
+			defer srv.Close()
 			cs, err := sdkClient(true).Connect(context.Background(), &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", MaxRetries: -1}, era.opts)
 			if err != nil {
 				t.Fatalf("connect: %v", err)
 			}
 			exerciseSDK(t, cs, era.version, true)
 			cs.Close()
+			// Once the server has finished every request (httptest's Close
+			// waits), the session-based client's DELETE has closed its turn and
+			// each stateless request has closed its own.
+			srv.Close()
+			if open, closed := tc.closed(); open != 0 || closed < 1 {
+				t.Errorf("turns open %d, closed %d", open, closed)
+			}
 		})
-	}
-	// Once the server has finished every request (httptest's Close waits), the
-	// session-based client's DELETE has closed its turn and each stateless
-	// request has closed its own.
-	srv.Close()
-	if open, closed := tc.closed(); open != 0 || closed < 2 {
-		t.Errorf("turns open %d, closed %d", open, closed)
 	}
 }
 
@@ -240,6 +245,7 @@ func TestSDKClientStdio(t *testing.T) {
 				go func() {
 					done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
 						ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+						Stateless:  era.stateless,
 					})
 					s2cW.Close()
 				}()

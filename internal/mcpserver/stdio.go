@@ -24,6 +24,11 @@ type StdioOptions struct {
 	// MaxMessageBytes caps one input line (default rpcwire.MaxMessageBytes). A
 	// longer line is skipped without being buffered and answered -32700.
 	MaxMessageBytes int
+	// Stateless also serves the stateless 2026-07-28 revision (server/discover,
+	// per-request _meta, input_required instead of server-to-client requests).
+	// A client that finds it (the Go SDK does, first) then has no elicitation
+	// through Peer: enable it only where tools can answer input_required.
+	Stateless bool
 }
 
 // maxQueuedLines bounds the lines read but not yet answered; reading pauses at
@@ -54,7 +59,7 @@ func ServeStdio(ctx context.Context, r io.Reader, w io.Writer, turn Turn, opts S
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := newConn(turn, opts.ServerInfo, opts.Instructions, logger)
+	c := newConn(turn, opts.ServerInfo, opts.Instructions, logger, opts.Stateless)
 
 	var (
 		wmu      sync.Mutex

@@ -26,15 +26,17 @@ var update = flag.Bool("update", false, "rewrite the expected responses of testd
 var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Session-Id", "Www-Authenticate"}
 
 // A wire file is a prose comment, then directives (lines "key: value" in the
-// comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N),
+// comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N;
+// stateless: true),
 // then alternating "request" and "response" files. A request is raw HTTP; in it
 // {{session}} is the session id the server issued and {{foreign}} an id no server
 // issued. A response is "HTTP <status>", the pinned headers, a blank line and the
 // body; the session id is written as {{session}}.
 type wireCase struct {
-	server  string
-	tokens  map[string]string
-	maxBody int64
+	server    string
+	stateless bool
+	tokens    map[string]string
+	maxBody   int64
 }
 
 func parseDirectives(t *testing.T, comment string) wireCase {
@@ -54,6 +56,8 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 				tk, principal, _ := strings.Cut(strings.TrimSpace(tok), "=")
 				wc.tokens[tk] = principal
 			}
+		case "stateless":
+			wc.stateless = v == "true"
 		case "max-body":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -77,7 +81,7 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 	info := mcpserver.Implementation{Name: "toolgate", Version: "test"}
 	switch wc.server {
 	case "bridge":
-		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody}
+		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, Stateless: wc.stateless}
 		if wc.tokens != nil {
 			var toks []string
 			for k := range wc.tokens {
@@ -99,7 +103,7 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 		return &wireServer{h: b, session: b.SessionID(), close: func() { _ = b.Close() }}
 	case "handler":
 		opts := mcpserver.HandlerOptions{
-			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody,
+			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless,
 			OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
 				return mcpservertest.NewTurn(), nil
 			},
