@@ -2,6 +2,18 @@
 // contract of seed 000 (methods, status codes, headers, sessions), strict JSON-RPC
 // handling through rpcwire, and the DNS-rebinding and size protections on top. It owns
 // no policy: every tools/list and tools/call is handed to a Turn.
+//
+// Entry points: NewBridge (one turn, one session, a loopback listener), NewHandler (a
+// session per initialize, each with its own Turn, for the daemon), ServeStdio, and
+// Guard (the Host/Origin/Content-Type checks as middleware for other routes). The
+// session-based protocol versions 2024-11-05 to 2025-11-25 are always served; the
+// stateless 2026-07-28 revision is served beside them where enabled. The wire contract
+// is docs/http-contract.md, pinned by the golden files in testdata/wire.
+//
+// Files: protocol.go (methods, shared by both transports), modern.go (2026-07-28),
+// http.go (the Streamable HTTP core and SSE), bridge.go, handler.go (sessions, cap,
+// idle reaping), stdio.go, guard.go, status.go (the one mapping of refusals to
+// statuses and bodies).
 package mcpserver
 
 import "errors"

@@ -33,6 +33,9 @@ func FuzzHTTP(f *testing.F) {
 		`{"jsonrpc":"2.0","id":"toolgate-1","result":{}}`,
 		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":1}}`,
 		strings.Repeat("[", 200),
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.ask","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{"elicitation":{}}}}}`,
+		`{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2099-01-01"}}}`,
 	}
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))

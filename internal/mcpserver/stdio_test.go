@@ -226,3 +226,38 @@ func (b *safeBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// TestStdioStateless: with Stateless, stdio serves server/discover and
+// 2026-07-28 requests next to an initialized session, refuses them in batches,
+// and needs no handshake.
+func TestStdioStateless(t *testing.T) {
+	meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+	input := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{` + meta + `}}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"test.echo","arguments":{"x":1},` + meta + `}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2030-01-01","io.modelcontextprotocol/clientCapabilities":{}}}}`,
+		`[{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + meta + `}}]`,
+		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
+	}, "\n")
+	lines := runStdio(t, input, mcpserver.StdioOptions{Stateless: true})
+	want := []string{
+		`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"`,
+		`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[`,
+		`{"jsonrpc":"2.0","id":3,"error":{"code":-32022,`,
+		`[{"jsonrpc":"2.0","id":4,"error":{"code":-32600,"message":"invalid request: 2026-07-28 requests cannot be batched"}}]`,
+		`{"jsonrpc":"2.0","id":5,"result":{}}`,
+	}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	for i := range want {
+		if !strings.HasPrefix(lines[i], want[i]) {
+			t.Errorf("line %d:\n got %s\nwant %s…", i, lines[i], want[i])
+		}
+	}
+	// Without Stateless, server/discover is an unknown method.
+	lines = runStdio(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, mcpserver.StdioOptions{})
+	if len(lines) != 1 || !strings.Contains(lines[0], `"code":-32601`) {
+		t.Errorf("server/discover without Stateless: %v", lines)
+	}
+}
