@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -93,7 +94,7 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		names = strings.Split(f.tools, ",")
 	}
 
-	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: buildVersion()}
+	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: version.String()}
 	local := f.localTools && !f.noLocalTools
 	if !local {
 		cfg.DisabledReason = "disabled by --no-local-tools"
@@ -146,7 +147,7 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	}
 	defer turn.Close()
 	err = mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{
-		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: buildVersion()},
+		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: version.String()},
 		Logger:     log,
 	})
 	if err != nil && ctx.Err() == nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -130,8 +131,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 			return fmt.Errorf("--workspace: %w", err)
 		}
 		defer ws.Close()
-		cfg := localtools.Config{Workspace: ws, Warn: env.Err, Version: buildVersion()}
-		addConfinedTools(&cfg, ws)
+		cfg := localtools.Config{Workspace: ws, Warn: env.Err, Version: version.String()}
 		if tools, err = localtools.Build(cfg); err != nil {
 			return err
 		}
@@ -176,7 +176,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		}
 		principal := f.principal
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-			ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: buildVersion()},
+			ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: version.String()},
 			Logger:     log,
 			Authorize: func(token string, present bool) bool {
 				p, ok := a.VerifyToken(token)

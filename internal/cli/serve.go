@@ -17,6 +17,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -94,7 +95,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := localtools.Config{Warn: env.Err, Version: buildVersion(), DisabledReason: "toolgate serve was started without --workspace"}
+	cfg := localtools.Config{Warn: env.Err, Version: version.String(), DisabledReason: "toolgate serve was started without --workspace"}
 	if f.workspace != "" {
 		ws, err := workspace.Open(f.workspace)
 		if err != nil {
@@ -102,7 +103,6 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 		}
 		defer ws.Close()
 		cfg.Workspace, cfg.DisabledReason = ws, ""
-		addConfinedTools(&cfg, ws)
 	}
 	tools, err := localtools.Build(cfg)
 	if err != nil {
@@ -126,7 +126,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
 			return a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "http"})
 		},
-		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: buildVersion()},
+		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
 		AllowedHosts: f.allowHosts,
 		Logger:       log,
 	})
