@@ -29,30 +29,45 @@ type world struct {
 	env  []string
 }
 
-// secureDir returns a fresh 0700 directory none of whose ancestors is writable by
-// others: Gemini CLI ignores settings files below a world-writable directory such as
-// /tmp, so HOME (and the cache toolgate run writes into) must live elsewhere.
+// secureDir returns a fresh 0700 directory none of whose ancestors is writable by group
+// or others: Gemini CLI ignores settings files below such a directory (for example /tmp,
+// where a clean clone may live), so HOME (and the cache toolgate run writes into) must
+// live elsewhere. It tries the repository's .cache first, then the user's cache folder.
 func secureDir(t *testing.T) string {
 	t.Helper()
-	base := filepath.Join(testenv.RepoRoot(t), ".cache", "e2e-harness")
-	if err := os.MkdirAll(base, 0o700); err != nil {
-		t.Fatal(err)
+	candidates := []string{filepath.Join(testenv.RepoRoot(t), ".cache", "e2e-harness")}
+	if c, err := os.UserCacheDir(); err == nil {
+		candidates = append(candidates, filepath.Join(c, "toolgate-e2e-harness"))
 	}
-	d, err := os.MkdirTemp(base, "home-")
-	if err != nil {
-		t.Fatal(err)
+	for _, base := range candidates {
+		if insecureAncestor(base) != "" {
+			continue
+		}
+		if err := os.MkdirAll(base, 0o700); err != nil {
+			continue
+		}
+		d, err := os.MkdirTemp(base, "home-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(d) })
+		return d
 	}
-	t.Cleanup(func() { os.RemoveAll(d) })
-	for p := d; ; p = filepath.Dir(p) {
-		fi, err := os.Stat(p)
-		if err == nil && fi.Mode().Perm()&0o002 != 0 && fi.Mode()&os.ModeSticky == 0 {
-			t.Logf("warning: %s is world-writable; Gemini CLI may ignore settings below it", p)
+	t.Fatalf("no folder without a group- or world-writable ancestor among %v (first: %s)", candidates, insecureAncestor(candidates[0]))
+	return ""
+}
+
+// insecureAncestor returns the first existing ancestor of p (or p itself) that is
+// writable by group or others, or "".
+func insecureAncestor(p string) string {
+	for ; ; p = filepath.Dir(p) {
+		if fi, err := os.Stat(p); err == nil && fi.Mode().Perm()&0o022 != 0 {
+			return p
 		}
 		if p == filepath.Dir(p) {
-			break
+			return ""
 		}
 	}
-	return d
 }
 
 func newWorld(t *testing.T) *world {
