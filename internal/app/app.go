@@ -50,6 +50,9 @@ type TurnRequest struct {
 	Namer func(canonicalID string) string
 	// Alias, when set, reproduces the harness's display name for diagnosis only.
 	Alias func(publishedName string) string
+	// Capabilities narrow the turn below what the grants allow (see
+	// kernel.TurnOptions.Capabilities); empty leaves the grants alone to decide.
+	Capabilities []string
 }
 
 // Outcome is how a turn ended.
@@ -131,7 +134,7 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 
 func (a *App) init(ctx context.Context) error {
 	var err error
-	if a.tokenKey, err = a.st.Key(ctx, "token"); err != nil {
+	if a.tokenKey, err = a.st.Key(ctx, exectoken.StoreKeyName); err != nil {
 		return fmt.Errorf("reading the token key: %w", err)
 	}
 	argKey, err := a.st.Key(ctx, "audit-hmac")
@@ -233,7 +236,8 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	if err := a.refresh(ctx); err != nil {
 		return nil, fmt.Errorf("opening a turn: %w", err)
 	}
-	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias})
+	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
+		Capabilities: req.Capabilities})
 	if err != nil {
 		return nil, err
 	}

@@ -17,9 +17,6 @@ import (
 
 func init() { register(41, newTokenCmd) }
 
-// tokenKeyName is the store key execution tokens are signed with (the daemon uses the
-// same one, so tokens minted here verify there).
-const tokenKeyName = "token"
 
 func newTokenCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
@@ -70,7 +67,7 @@ session id is chosen.`,
 				return err
 			}
 			defer s.Close()
-			key, err := s.Key(cmd.Context(), tokenKeyName)
+			key, err := s.Key(cmd.Context(), exectoken.StoreKeyName)
 			if err != nil {
 				return err
 			}
@@ -115,7 +112,7 @@ non-zero for a forged, expired or malformed token.`,
 				return err
 			}
 			defer s.Close()
-			key, err := s.Key(cmd.Context(), tokenKeyName)
+			key, err := s.Key(cmd.Context(), exectoken.StoreKeyName)
 			if err != nil {
 				return err
 			}

@@ -35,6 +35,11 @@ const MinKeyLen = 16
 const maxField = 1024
 
 // Errors Verify wraps; callers branch with errors.Is. Every failure is also ErrInvalid.
+
+// StoreKeyName names the installation key tokens are signed with in the store, so the
+// daemon and the CLI always sign and verify with the same key.
+const StoreKeyName = "token"
+
 var (
 	ErrInvalid   = errors.New("invalid execution token")
 	ErrMalformed = fmt.Errorf("%w: malformed", ErrInvalid)
