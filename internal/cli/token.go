@@ -17,7 +17,6 @@ import (
 
 func init() { register(41, newTokenCmd) }
 
-
 func newTokenCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "token",
