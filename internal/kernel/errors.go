@@ -28,6 +28,7 @@ const (
 	CodeToolFailed           Code = "tool_failed"            // failed: the tool itself failed
 	CodeAuditUnavailable     Code = "audit_unavailable"      // failed: the audit event could not be written; nothing ran
 	CodeTurnClosed           Code = "turn_closed"            // denied: the turn is over
+	CodeOutsideCapability    Code = "outside_capability"     // denied: the turn's capabilities do not cover this tool × action
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
 
 	// Git tools.

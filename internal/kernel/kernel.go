@@ -166,6 +166,13 @@ type TurnOptions struct {
 	Namer func(canonicalID string) string
 	// Alias reproduces a harness's display name, recorded in audit events only.
 	Alias func(publishedName string) string
+	// Capabilities narrow the turn: each is a tool pattern as grants write it ("*",
+	// "ns.*", "ns.name"), optionally with ":read", ":write" or ":execute". When any are
+	// given, the catalogue keeps only the tools some capability's pattern matches, and a
+	// call must also match a capability's pattern and action (else outside_capability).
+	// They never widen: the grants still decide everything they would decide without
+	// them. Invalid syntax fails OpenTurn.
+	Capabilities []string
 }
 
 // OpenTurn resolves the principal's effective catalogue once — registered, namespace
@@ -174,6 +181,10 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 	if o.Principal == "" {
 		return nil, errors.New("kernel: opening a turn: principal is empty")
 	}
+	caps, err := policy.CompileCapabilities(o.Capabilities)
+	if err != nil {
+		return nil, fmt.Errorf("kernel: opening a turn for %q: %w", o.Principal, err)
+	}
 	pol := k.policy.Load()
 	nsp := k.namespaces.Load()
 	var c *catalog
@@ -181,16 +192,16 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		k.mu.RLock()
 		gen := k.gen
 		k.mu.RUnlock()
-		c = k.cacheGet(catalogKey{pol, nsp, gen, o.Principal})
+		c = k.cacheGet(catalogKey{pol, nsp, gen, o.Principal, caps.Key()})
 	}
 	if c == nil {
 		var gen uint64
 		var err error
-		if c, gen, err = k.resolve(o, pol, *nsp); err != nil {
+		if c, gen, err = k.resolve(o, pol, *nsp, caps); err != nil {
 			return nil, err
 		}
 		if o.Namer == nil {
-			k.cachePut(catalogKey{pol, nsp, gen, o.Principal}, c)
+			k.cachePut(catalogKey{pol, nsp, gen, o.Principal, caps.Key()}, c)
 		}
 	}
 	t := &Turn{
@@ -201,6 +212,7 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		alias:     o.Alias,
 		namer:     o.Namer,
 		policy:    pol,
+		caps:      caps,
 		byName:    c.byName,
 		ns:        *nsp,
 	}
@@ -217,13 +229,15 @@ type catalog struct {
 }
 
 // catalogKey identifies what a catalogue was resolved from: the compiled policy and
-// namespace switches (replaced, never edited, on change), the registry generation and
-// the principal. Only canonical-name catalogues (no Namer) are cached.
+// namespace switches (replaced, never edited, on change), the registry generation, the
+// principal and the capabilities' canonical form. Only canonical-name catalogues (no
+// Namer) are cached.
 type catalogKey struct {
 	pol       *policy.Set
 	ns        *map[string]bool
 	gen       uint64
 	principal string
+	caps      string
 }
 
 // maxCachedCatalogs bounds the cache; past it the cache starts over.
@@ -244,9 +258,9 @@ func (k *Kernel) cachePut(key catalogKey, c *catalog) {
 	k.cache[key] = c
 }
 
-// resolve applies the three gates and builds the published catalogue. It returns the
-// registry generation it read.
-func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool) (*catalog, uint64, error) {
+// resolve applies the three gates, then the turn's capabilities (which can only remove
+// tools), and builds the published catalogue. It returns the registry generation it read.
+func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, caps *policy.Capabilities) (*catalog, uint64, error) {
 	k.mu.RLock()
 	gen := k.gen
 	var published []*entry
@@ -255,7 +269,7 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool) (*c
 		if on, ok := ns[e.ns]; ok && !on {
 			continue
 		}
-		if !pol.MayUse(o.Principal, id) {
+		if !pol.MayUse(o.Principal, id) || !caps.Covers(id) {
 			continue
 		}
 		published = append(published, e)

@@ -38,6 +38,7 @@ type Turn struct {
 	alias     func(string) string
 	namer     func(string) string
 	policy    *policy.Set
+	caps      *policy.Capabilities // nil: not narrowed
 	byName    map[string]*entry
 	ns        map[string]bool
 	list      *mcpserver.ToolList
@@ -146,6 +147,11 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		}
 	}
 	c.ev.Action, c.ev.Resource = string(acc.Action), acc.Resource
+
+	// The turn's capabilities narrow before the grants decide; they can only refuse.
+	if !t.caps.Allows(e.tool.ID, string(acc.Action)) {
+		return c.refuse(ctx, Denied(CodeOutsideCapability, "this turn's capabilities (%s) do not allow %s %s", clip(t.caps.String(), 300), e.tool.ID, acc.Action).WithRetryable(false))
+	}
 
 	d := t.policy.Decide(policy.Request{
 		Principal: t.principal, Tool: e.tool.ID, Action: string(acc.Action),
@@ -280,7 +286,8 @@ func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.C
 }
 
 // unavailable refuses a name that is not in this turn's catalogue. The caller always
-// sees tool_unavailable; the audit event says namespace_disabled when that is why.
+// sees tool_unavailable; the audit event says namespace_disabled or outside_capability
+// when that is why (the latter only for a tool the grants would have published).
 func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.CallResult, error) {
 	c.ev.Tool = safeName(name)
 	code := CodeToolUnavailable
@@ -288,6 +295,8 @@ func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.Ca
 		c.ev.Tool = e.tool.ID
 		if on, ok := c.t.ns[e.ns]; ok && !on {
 			code = CodeNamespaceDisabled
+		} else if !c.t.caps.Covers(e.tool.ID) && c.t.policy.MayUse(c.t.principal, e.tool.ID) {
+			code = CodeOutsideCapability
 		}
 	}
 	ke := Denied(CodeToolUnavailable, "tool %q is not available", safeName(name))

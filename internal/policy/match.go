@@ -96,14 +96,7 @@ func Compile(grants []Grant) (*Set, error) {
 			return nil, fmt.Errorf("compiling grant %q: %w", g.ID, err)
 		}
 		c := &compiled{g: g}
-		switch {
-		case g.Tool == "*":
-			c.toolKind = toolAll
-		case strings.HasSuffix(g.Tool, ".*"):
-			c.toolKind, c.toolArg = toolNamespace, strings.TrimSuffix(g.Tool, "*")
-		default:
-			c.toolKind, c.toolArg = toolExact, g.Tool
-		}
+		c.toolKind, c.toolArg = compileToolPattern(g.Tool)
 		c.scope = compileScope(g.Resource)
 		if g.Principal == "*" {
 			s.anyone = append(s.anyone, c)
@@ -298,16 +291,32 @@ func NormalizeResource(r string) (string, error) {
 	return "path:" + c, nil
 }
 
-func (c *compiled) matchesTool(tool string) bool {
-	switch c.toolKind {
+// compileToolPattern splits a validated tool pattern into its kind and the argument
+// matchTool compares against ("ns." for a namespace wildcard). Grants and capabilities
+// share it, so a pattern means the same thing in both.
+func compileToolPattern(p string) (kind int, arg string) {
+	switch {
+	case p == "*":
+		return toolAll, ""
+	case strings.HasSuffix(p, ".*"):
+		return toolNamespace, strings.TrimSuffix(p, "*")
+	default:
+		return toolExact, p
+	}
+}
+
+func matchTool(kind int, arg, tool string) bool {
+	switch kind {
 	case toolAll:
 		return true
 	case toolNamespace:
-		return strings.HasPrefix(tool, c.toolArg)
+		return strings.HasPrefix(tool, arg)
 	default:
-		return tool == c.toolArg
+		return tool == arg
 	}
 }
+
+func (c *compiled) matchesTool(tool string) bool { return matchTool(c.toolKind, c.toolArg, tool) }
 
 func (c *compiled) matchesAction(a string) bool { return c.g.Action == "*" || c.g.Action == a }
 
