@@ -37,10 +37,11 @@ type BridgeOptions struct {
 	Instructions string
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
-	// Stateless also serves the stateless 2026-07-28 revision on the same
-	// endpoint (see StdioOptions.Stateless); off, a 2026-07-28
-	// MCP-Protocol-Version header is 400 and clients fall back to initialize.
-	Stateless bool
+	// NoStateless turns off the stateless 2026-07-28 revision, which is
+	// otherwise served on the same endpoint beside the bridge's session (see
+	// StdioOptions.NoStateless); off, a 2026-07-28 MCP-Protocol-Version header
+	// is 400 and clients fall back to initialize.
+	NoStateless bool
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
@@ -52,7 +53,9 @@ type BridgeOptions struct {
 // session whose id is fixed when the bridge is created. Requests that name no
 // session are served by it too (the seed's curl walk-through sends none); a
 // request naming any other id, or this one after the session ended, gets 404
-// unknown_session.
+// unknown_session. Stateless 2026-07-28 requests are served by the same turn
+// without a session (unless NoStateless); such a client never sends DELETE, so
+// the bridge then lives until Close.
 type Bridge struct {
 	core    *httpCore
 	sess    *httpSession
@@ -93,7 +96,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		return nil, fmt.Errorf("opening the bridge listener: %w", err)
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
-	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, opts.Stateless)
+	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, !opts.NoStateless)
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize
@@ -110,7 +113,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 			maxBody:      maxBody,
 			store:        &bridgeStore{sess: sess},
 			log:          logger,
-			stateless:    opts.Stateless,
+			stateless:    !opts.NoStateless,
 		},
 		served: make(chan struct{}),
 	}

@@ -5,10 +5,12 @@
 //
 // Entry points: NewBridge (one turn, one session, a loopback listener), NewHandler (a
 // session per initialize, each with its own Turn, for the daemon), ServeStdio, and
-// Guard (the Host/Origin/Content-Type checks as middleware for other routes). The
-// session-based protocol versions 2024-11-05 to 2025-11-25 are always served; the
-// stateless 2026-07-28 revision is served beside them where enabled. The wire contract
-// is docs/http-contract.md, pinned by the golden files in testdata/wire.
+// Guard (the Host/Origin/Content-Type checks as middleware for other routes). Every
+// entry point serves both eras on one endpoint or stream: the session-based protocol
+// versions 2024-11-05 to 2025-11-25 (selected by initialize) and the stateless
+// 2026-07-28 revision (selected by per-request _meta or server/discover), unless its
+// NoStateless option turns the latter off. The wire contract is docs/http-contract.md,
+// pinned by the golden files in testdata/wire.
 //
 // Files: protocol.go (methods, shared by both transports), modern.go (2026-07-28),
 // http.go (the Streamable HTTP core and SSE), bridge.go, handler.go (sessions, cap,

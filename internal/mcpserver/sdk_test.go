@@ -53,7 +53,7 @@ func textOf(t *testing.T, res *mcp.CallToolResult) string {
 // eras are the two ways the SDK client talks to toolgate: the session-based
 // handshake (forced by asking for 2025-11-25) and, by default, the stateless
 // 2026-07-28 revision found through server/discover.
-// A server without Stateless makes the SDK's discovery fall back to initialize.
+// A server with NoStateless makes the SDK's discovery fall back to initialize.
 var eras = []struct {
 	name      string
 	opts      *mcp.ClientSessionOptions
@@ -149,9 +149,9 @@ func TestSDKClientHTTP(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/elicit=%v", era.name, elicit), func(t *testing.T) {
 				turn := mcpservertest.NewTurn()
 				b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-					ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
-					Authorize:  mcpserver.StaticToken("tok-123"),
-					Stateless:  era.stateless,
+					ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+					Authorize:   mcpserver.StaticToken("tok-123"),
+					NoStateless: !era.stateless,
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -244,8 +244,8 @@ func TestSDKClientStdio(t *testing.T) {
 				done := make(chan error, 1)
 				go func() {
 					done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
-						ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
-						Stateless:  era.stateless,
+						ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+						NoStateless: !era.stateless,
 					})
 					s2cW.Close()
 				}()

@@ -24,11 +24,13 @@ type StdioOptions struct {
 	// MaxMessageBytes caps one input line (default rpcwire.MaxMessageBytes). A
 	// longer line is skipped without being buffered and answered -32700.
 	MaxMessageBytes int
-	// Stateless also serves the stateless 2026-07-28 revision (server/discover,
+	// NoStateless turns off the stateless 2026-07-28 revision, which is
+	// otherwise served beside the session-based versions (server/discover,
 	// per-request _meta, input_required instead of server-to-client requests).
-	// A client that finds it (the Go SDK does, first) then has no elicitation
-	// through Peer: enable it only where tools can answer input_required.
-	Stateless bool
+	// A client that picks it (the Go SDK does, first) has no elicitation through
+	// Peer, so the tools must ask through input_required (ask_user does); off,
+	// such a client falls back to initialize.
+	NoStateless bool
 }
 
 // maxQueuedLines bounds the lines read but not yet answered; reading pauses at
@@ -38,9 +40,11 @@ const maxQueuedLines = 256
 // ServeStdio serves MCP as newline-delimited JSON: messages from r, answers to
 // w. Calls run concurrently but answers are written in arrival order, so the
 // order a harness observes is the order the audit trail shows. Only protocol
-// messages are written to w. A tool may send a server-to-client request (for
-// example elicitation/create) through the call's Peer when the client declared
-// the capability at initialize.
+// messages are written to w. Both eras are served on the one stream: a request
+// with 2026-07-28 _meta (or server/discover) statelessly, anything else in the
+// session an initialize opened. In that session a tool may send a
+// server-to-client request (for example elicitation/create) through the call's
+// Peer when the client declared the capability at initialize.
 //
 // ServeStdio returns nil when r ends (after answering everything read), or the
 // context's error once it is cancelled (calls in flight are cancelled first). The
@@ -59,7 +63,7 @@ func ServeStdio(ctx context.Context, r io.Reader, w io.Writer, turn Turn, opts S
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	c := newConn(turn, opts.ServerInfo, opts.Instructions, logger, opts.Stateless)
+	c := newConn(turn, opts.ServerInfo, opts.Instructions, logger, !opts.NoStateless)
 
 	var (
 		wmu      sync.Mutex

@@ -227,7 +227,7 @@ func (b *safeBuffer) String() string {
 	return b.buf.String()
 }
 
-// TestStdioStateless: with Stateless, stdio serves server/discover and
+// TestStdioStateless: by default stdio serves server/discover and
 // 2026-07-28 requests next to an initialized session, refuses them in batches,
 // and needs no handshake.
 func TestStdioStateless(t *testing.T) {
@@ -239,7 +239,7 @@ func TestStdioStateless(t *testing.T) {
 		`[{"jsonrpc":"2.0","id":4,"method":"tools/list","params":{` + meta + `}}]`,
 		`{"jsonrpc":"2.0","id":5,"method":"ping"}`,
 	}, "\n")
-	lines := runStdio(t, input, mcpserver.StdioOptions{Stateless: true})
+	lines := runStdio(t, input, mcpserver.StdioOptions{})
 	want := []string{
 		`{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","supportedVersions":["2026-07-28","2025-11-25"`,
 		`{"jsonrpc":"2.0","id":2,"result":{"resultType":"complete","content":[`,
@@ -255,9 +255,9 @@ func TestStdioStateless(t *testing.T) {
 			t.Errorf("line %d:\n got %s\nwant %s…", i, lines[i], want[i])
 		}
 	}
-	// Without Stateless, server/discover is an unknown method.
-	lines = runStdio(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, mcpserver.StdioOptions{})
+	// With NoStateless, server/discover is an unknown method.
+	lines = runStdio(t, `{"jsonrpc":"2.0","id":1,"method":"server/discover","params":{`+meta+`}}`, mcpserver.StdioOptions{NoStateless: true})
 	if len(lines) != 1 || !strings.Contains(lines[0], `"code":-32601`) {
-		t.Errorf("server/discover without Stateless: %v", lines)
+		t.Errorf("server/discover with NoStateless: %v", lines)
 	}
 }

@@ -27,7 +27,7 @@ var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Sessio
 
 // A wire file is a prose comment, then directives (lines "key: value" in the
 // comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N;
-// stateless: true),
+// stateless: false turns the 2026-07-28 revision off, which is on by default),
 // then alternating "request" and "response" files. A request is raw HTTP; in it
 // {{session}} is the session id the server issued and {{foreign}} an id no server
 // issued. A response is "HTTP <status>", the pinned headers, a blank line and the
@@ -40,7 +40,7 @@ type wireCase struct {
 }
 
 func parseDirectives(t *testing.T, comment string) wireCase {
-	wc := wireCase{server: "bridge"}
+	wc := wireCase{server: "bridge", stateless: true}
 	for _, line := range strings.Split(comment, "\n") {
 		k, v, ok := strings.Cut(line, ":")
 		if !ok {
@@ -57,7 +57,7 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 				wc.tokens[tk] = principal
 			}
 		case "stateless":
-			wc.stateless = v == "true"
+			wc.stateless = v != "false"
 		case "max-body":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -81,7 +81,7 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 	info := mcpserver.Implementation{Name: "toolgate", Version: "test"}
 	switch wc.server {
 	case "bridge":
-		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, Stateless: wc.stateless}
+		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless}
 		if wc.tokens != nil {
 			var toks []string
 			for k := range wc.tokens {
