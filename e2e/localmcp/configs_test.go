@@ -23,11 +23,11 @@ type harnessConfig struct {
 
 var fence = regexp.MustCompile("(?s)```(json|yaml)\n(.*?)```")
 
-// docConfigs extracts the harness configuration examples from docs/toolgate-mcp.md, so
+// docConfigs extracts the harness configuration examples from the README, so
 // the documentation is exactly what is tested.
 func docConfigs(t *testing.T) []harnessConfig {
 	t.Helper()
-	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "docs", "toolgate-mcp.md"))
+	doc, err := os.ReadFile(filepath.Join(testenv.RepoRoot(t), "README.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func docConfigs(t *testing.T) []harnessConfig {
 func TestHarnessConfigExamples(t *testing.T) {
 	cfgs := docConfigs(t)
 	if len(cfgs) != 3 {
-		t.Fatalf("found %d harness examples in docs/toolgate-mcp.md, want 3 (Claude Desktop, Cursor, Goose)", len(cfgs))
+		t.Fatalf("found %d harness examples in README.md, want 3 (Claude Desktop, Cursor, Goose)", len(cfgs))
 	}
 	unprefixed := 0
 	for _, c := range cfgs {
