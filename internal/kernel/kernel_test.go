@@ -550,6 +550,20 @@ func TestEveryReasonCode(t *testing.T) {
 		}
 	})
 
+	t.Run("outside capability", func(t *testing.T) {
+		tr, err := f.k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p", Capabilities: []string{"files.*:read"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := refusal(t, call(t, tr, "files.write", `{"path":"docs/a"}`), kernel.StatusDenied, kernel.CodeOutsideCapability)
+		if b.Retryable == nil || *b.Retryable {
+			t.Errorf("outside_capability must say retryable:false: %+v", b)
+		}
+		if e := f.aud.Last(); e.Code != string(kernel.CodeOutsideCapability) || e.Decision != audit.Denied || e.GrantID != "" {
+			t.Errorf("audit %+v, want denied outside_capability without a grant", e)
+		}
+	})
+
 	t.Run("audit unavailable", func(t *testing.T) {
 		ran := false
 		f2 := newFixture(t, &kernel.Tool{ID: "x.y", InputSchema: json.RawMessage(`{"type":"object"}`),
