@@ -51,6 +51,11 @@ func ParseCapability(s string) (Capability, error) {
 		return Capability{}, fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidCapability, len(s), maxCapabilityLen)
 	}
 	pattern, action, hasAction := strings.Cut(s, ":")
+	// The pattern first: "path:docs/" is a resource written by mistake, and saying its
+	// pattern is not a tool id explains that better than complaining about "docs/".
+	if err := validToolPattern(pattern); err != nil {
+		return Capability{}, bad("%v", err)
+	}
 	if hasAction {
 		switch action {
 		case "read", "write", "execute":
@@ -59,9 +64,6 @@ func ParseCapability(s string) (Capability, error) {
 		default:
 			return Capability{}, bad("action %s is not read, write or execute", quoteClipped(action))
 		}
-	}
-	if err := validToolPattern(pattern); err != nil {
-		return Capability{}, bad("%v", err)
 	}
 	return Capability{Tool: pattern, Action: action}, nil
 }
