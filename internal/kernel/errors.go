@@ -34,6 +34,9 @@ const (
 	// Git tools.
 	CodeInvalidRef             Code = "invalid_ref"              // failed: a revision or branch name is malformed, starts with '-', or does not resolve
 	CodeUnsafeRepositoryConfig Code = "unsafe_repository_config" // denied: the repository's own config has keys that run programs
+
+	// Multi round-trip requests (2026-07-28).
+	CodeInvalidRequestState Code = "invalid_request_state" // failed: a retry's requestState is forged, expired, or was issued for another principal, tool or arguments
 )
 
 // Error is a refusal or failure with a reason code. It becomes a tool result with

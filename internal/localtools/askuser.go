@@ -46,18 +46,10 @@ type elicitResult struct {
 	Content map[string]any `json:"content"`
 }
 
-func askUser(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
-	q, err := requireString(call.Args, "question")
-	if err != nil {
-		return nil, err
-	}
-	if !canElicit(call.Peer.ClientCapabilities()) {
-		return nil, kernel.Failed(kernel.CodeToolFailed,
-			"cannot ask the user: the client did not declare the elicitation capability").WithRetryable(false)
-	}
-	ctx, cancel := context.WithTimeout(ctx, AskUserTimeout)
-	defer cancel()
-	params := map[string]any{
+// askParams is the elicitation/create form both eras send: the question and one
+// required string answer.
+func askParams(q string) map[string]any {
+	return map[string]any{
 		"message": q,
 		"requestedSchema": map[string]any{
 			"type": "object",
@@ -67,13 +59,87 @@ func askUser(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
 			"required": []string{"answer"},
 		},
 	}
-	raw, err := call.Peer.Request(ctx, "elicitation/create", params)
+}
+
+// askUser asks the way the call's protocol era allows: in the stateless
+// 2026-07-28 revision through a multi round-trip (input_required, then a retry
+// carrying the answer), in a session opened by initialize through a
+// server-to-client elicitation/create request.
+func askUser(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
+	q, err := requireString(call.Args, "question")
+	if err != nil {
+		return nil, err
+	}
+	if call.ProtocolVersion == kernel.ModernVersion {
+		return askUserRoundTrip(call, q, processSealer())
+	}
+	if !canElicit(call.Peer.ClientCapabilities()) {
+		return nil, kernel.Failed(kernel.CodeToolFailed,
+			"cannot ask the user: the client did not declare the elicitation capability").WithRetryable(false)
+	}
+	ctx, cancel := context.WithTimeout(ctx, AskUserTimeout)
+	defer cancel()
+	raw, err := call.Peer.Request(ctx, "elicitation/create", askParams(q))
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) {
 			return nil, kernel.Failed(kernel.CodeTimeout, "the user did not answer within %s", AskUserTimeout)
 		}
 		return nil, kernel.Failed(kernel.CodeToolFailed, "cannot ask the user: %v", err).WithRetryable(false)
 	}
+	return elicitAnswer(raw)
+}
+
+// askUserRoundTrip is ask_user in the 2026-07-28 revision. The first call (no
+// requestState) answers input_required with the form and a sealed requestState.
+// The retry must carry that state, which is verified before its inputResponses
+// are read; inputResponses without a state this process issued are ignored and
+// the question is asked again. A verified retry without the answer asks again too
+// (MRTR: missing input is a new input_required, not an error). Each round is a
+// separate call, authorized and audited by the kernel.
+func askUserRoundTrip(call *kernel.Call, q string, s *stateSealer) (*kernel.Output, error) {
+	if len(call.RequestState) > 0 {
+		if err := s.verify(call); err != nil {
+			return nil, err
+		}
+		if raw, ok := inputResponse(call.InputResponses); ok {
+			return elicitAnswer(raw)
+		}
+	}
+	// The client must have declared elicitation in this request's
+	// clientCapabilities: a server must not ask for input of a kind the client
+	// did not declare.
+	if !canElicit(call.Peer.ClientCapabilities()) {
+		return nil, kernel.Failed(kernel.CodeToolFailed,
+			"cannot ask the user: this 2026-07-28 request's clientCapabilities do not declare elicitation").WithRetryable(false)
+	}
+	state, err := s.issue(call)
+	if err != nil {
+		return nil, kernel.Failed(kernel.CodeInternal, "cannot ask the user: %v", err)
+	}
+	reqs, err := json.Marshal(map[string]any{askInputKey: map[string]any{"method": "elicitation/create", "params": askParams(q)}})
+	if err != nil {
+		return nil, kernel.Failed(kernel.CodeInternal, "cannot ask the user: encoding the input request: %v", err)
+	}
+	st, _ := json.Marshal(state)
+	return &kernel.Output{InputRequests: reqs, RequestState: st}, nil
+}
+
+// inputResponse returns the answer to ask_user's input request, if the retry
+// carries one. Other keys are ignored.
+func inputResponse(responses json.RawMessage) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if len(responses) == 0 || json.Unmarshal(responses, &m) != nil {
+		return nil, false
+	}
+	raw, ok := m[askInputKey]
+	if !ok || len(raw) == 0 || string(raw) == "null" {
+		return nil, false
+	}
+	return raw, true
+}
+
+// elicitAnswer turns the client's ElicitResult into ask_user's output.
+func elicitAnswer(raw json.RawMessage) (*kernel.Output, error) {
 	var res elicitResult
 	if err := json.Unmarshal(raw, &res); err != nil {
 		return nil, kernel.Failed(kernel.CodeToolFailed, "the client's elicitation answer is malformed: %v", err)
