@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"container/list"
 	"context"
 	"errors"
 	"log/slog"
@@ -13,9 +14,15 @@ import (
 
 // Defaults of HandlerOptions.
 const (
-	DefaultMaxSessions = 1024
-	DefaultIdleTimeout = 30 * time.Minute
+	DefaultMaxSessions             = 1024
+	DefaultMaxSessionsPerPrincipal = 64
+	DefaultIdleTimeout             = 30 * time.Minute
 )
+
+// maxRetryAfter bounds the Retry-After of a 503 too_many_sessions: a DELETE can
+// free a slot at any moment, so a hint longer than this would only make a
+// client wait past the point where a retry might succeed.
+const maxRetryAfter = time.Minute
 
 // HandlerOptions configures NewHandler.
 type HandlerOptions struct {
@@ -29,10 +36,18 @@ type HandlerOptions struct {
 	OpenTurn     func(ctx context.Context, principal string) (Turn, error)
 	ServerInfo   Implementation
 	Instructions string
-	// MaxSessions caps live sessions (default DefaultMaxSessions). At the cap a
-	// new initialize ends the least recently used session with no request in
-	// flight; if every session is busy it gets 503 too_many_sessions.
+	// MaxSessions caps live sessions across all principals (default
+	// DefaultMaxSessions).
 	MaxSessions int
+	// MaxSessionsPerPrincipal caps one principal's live sessions (default
+	// DefaultMaxSessionsPerPrincipal; never more than MaxSessions). When an
+	// initialize finds its principal at this quota, or every one of the
+	// MaxSessions slots taken, it ends that principal's own least recently used
+	// session with no request in flight; when the principal has none, it gets
+	// 503 too_many_sessions with Retry-After. A principal never ends another
+	// principal's session, so one client's stream of initializes cannot
+	// disconnect anyone else.
+	MaxSessionsPerPrincipal int
 	// IdleTimeout ends sessions unused this long (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
 	// MaxBodyBytes caps a POST body, 413 above it (default DefaultMaxBodyBytes).
@@ -64,6 +79,10 @@ func NewHandler(opts HandlerOptions) *Handler {
 	if opts.MaxSessions <= 0 {
 		opts.MaxSessions = DefaultMaxSessions
 	}
+	if opts.MaxSessionsPerPrincipal <= 0 {
+		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
+	}
+	opts.MaxSessionsPerPrincipal = min(opts.MaxSessionsPerPrincipal, opts.MaxSessions)
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
@@ -76,6 +95,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 	reg := &registry{
 		opts:     opts,
 		sessions: map[string]*httpSession{},
+		owners:   map[string]*principalSessions{},
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
@@ -91,6 +111,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 			store:        reg,
 			log:          opts.Logger,
 			stateless:    !opts.NoStateless,
+			retryAfter:   reg.retryAfter,
 		},
 	}
 }
@@ -107,31 +128,127 @@ func (h *Handler) Sessions() int {
 
 // Close ends every session and stops the idle reaper. Later initializes fail.
 func (h *Handler) Close() error {
-	h.reg.mu.Lock()
-	if h.reg.closed {
-		h.reg.mu.Unlock()
+	g := h.reg
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
 		return nil
 	}
-	h.reg.closed = true
-	all := h.reg.sessions
-	h.reg.sessions = map[string]*httpSession{}
-	h.reg.mu.Unlock()
-	close(h.reg.stop)
-	<-h.reg.stopped
+	g.closed = true
+	all := make([]*httpSession, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		s.slot.gone = true
+		all = append(all, s)
+	}
+	g.sessions = map[string]*httpSession{}
+	g.owners = map[string]*principalSessions{}
+	g.idle.Init()
+	g.mu.Unlock()
+	close(g.stop)
+	<-g.stopped
 	for _, s := range all {
 		s.end()
 	}
 	return nil
 }
 
+// registry holds a Handler's sessions. Every operation on it is O(1) apart from
+// reaping, which touches only the sessions it ends: idle sessions sit in two
+// least-recently-used lists (all of them, and their principal's), so neither
+// the cap nor the reaper ever scans the whole table. The lock is never held
+// across I/O: Turns are opened and sessions ended outside it.
 type registry struct {
 	opts     HandlerOptions
 	mu       sync.Mutex
 	sessions map[string]*httpSession
-	reserved int
+	// owners has an entry for every principal with a live session or an
+	// initialize still opening its Turn.
+	owners map[string]*principalSessions
+	// idle holds every session with no request in flight, least recently used
+	// first. Sessions join it at the back as their last request ends, so it is
+	// also ordered by idle deadline, which is what the reaper relies on.
+	idle     list.List
+	reserved int // initializes between their admission and their Turn
 	closed   bool
 	stop     chan struct{}
 	stopped  chan struct{}
+}
+
+// principalSessions is one principal's share of the registry.
+type principalSessions struct {
+	live int       // sessions plus reserved initializes, at most the quota
+	idle list.List // its sessions with no request in flight, LRU first
+}
+
+// sessionSlot is a Handler session's bookkeeping; every field is guarded by
+// registry.mu.
+type sessionSlot struct {
+	reg       *registry
+	principal string
+	owner     *principalSessions
+	busy      int       // requests in flight
+	gone      bool      // no longer in the registry (evicted, reaped, deleted, closed)
+	idleSince time.Time // when busy last dropped to 0
+	inIdle    *list.Element
+	inOwnIdle *list.Element
+}
+
+// acquire marks the session in use by one request, which keeps it from being
+// evicted or reaped; false when it already left the registry.
+func (sl *sessionSlot) acquire() bool {
+	g := sl.reg
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if sl.gone {
+		return false
+	}
+	sl.busy++
+	g.unlinkIdle(sl)
+	return true
+}
+
+// release ends one request's use; the last one makes the session idle, the
+// most recently used of its principal's and of all.
+func (sl *sessionSlot) release(s *httpSession) {
+	g := sl.reg
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	sl.busy--
+	if sl.busy > 0 || sl.gone {
+		return
+	}
+	sl.idleSince = time.Now()
+	sl.inIdle = g.idle.PushBack(s)
+	sl.inOwnIdle = sl.owner.idle.PushBack(s)
+}
+
+func (g *registry) unlinkIdle(sl *sessionSlot) {
+	if sl.inIdle != nil {
+		g.idle.Remove(sl.inIdle)
+		sl.owner.idle.Remove(sl.inOwnIdle)
+		sl.inIdle, sl.inOwnIdle = nil, nil
+	}
+}
+
+// dropLocked takes s out of the registry; the caller ends it after unlocking.
+func (g *registry) dropLocked(s *httpSession) {
+	sl := s.slot
+	if sl.gone {
+		return
+	}
+	sl.gone = true
+	g.unlinkIdle(sl)
+	delete(g.sessions, s.id)
+	g.unreserveLocked(sl.principal, sl.owner)
+}
+
+// unreserveLocked gives back one of the principal's places, forgetting the
+// principal once it holds none.
+func (g *registry) unreserveLocked(principal string, own *principalSessions) {
+	own.live--
+	if own.live <= 0 && g.owners[principal] == own {
+		delete(g.owners, principal)
+	}
 }
 
 func (g *registry) lookup(id, principal string) *httpSession {
@@ -169,29 +286,45 @@ func (g *registry) stateless(ctx context.Context, principal string) (*conn, func
 	}, refuseNone
 }
 
+// create admits an initialize for principal and opens its session, returned
+// already acquired (the caller releases it) so that it cannot be evicted
+// before its first request is answered. At the principal's quota or the global
+// cap it ends the principal's own least recently used idle session; with none,
+// it refuses with refuseTooManySessions.
 func (g *registry) create(ctx context.Context, principal string) (*httpSession, refusal) {
 	g.mu.Lock()
 	if g.closed {
 		g.mu.Unlock()
 		return nil, refuseUnknownSession
 	}
+	own := g.owners[principal]
+	if own == nil {
+		own = &principalSessions{}
+		g.owners[principal] = own
+	}
 	var victim *httpSession
-	if len(g.sessions)+g.reserved >= g.opts.MaxSessions {
-		for _, s := range g.sessions {
-			if s.active.Load() == 0 && (victim == nil || s.lastUsed.Load() < victim.lastUsed.Load()) {
-				victim = s
-			}
+	if own.live >= g.opts.MaxSessionsPerPrincipal || len(g.sessions)+g.reserved >= g.opts.MaxSessions {
+		if e := own.idle.Front(); e != nil {
+			victim = e.Value.(*httpSession)
+			g.dropLocked(victim)
 		}
 		if victim == nil {
+			if own.live == 0 {
+				delete(g.owners, principal)
+			}
 			g.mu.Unlock()
 			return nil, refuseTooManySessions
 		}
-		delete(g.sessions, victim.id)
 	}
+	if own.live == 0 && g.owners[principal] == nil {
+		// Dropping the victim forgot the principal; it holds a place again.
+		g.owners[principal] = own
+	}
+	own.live++
 	g.reserved++
 	g.mu.Unlock()
 	if victim != nil {
-		g.opts.Logger.Info("session cap reached: ending the least recently used idle session")
+		g.opts.Logger.Info("session limit reached: ending the principal's least recently used idle session")
 		victim.end()
 	}
 
@@ -202,20 +335,39 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 	}
 	g.mu.Lock()
 	g.reserved--
-	closed := g.closed
-	if err != nil || turn == nil || closed {
+	if err != nil || turn == nil || g.closed {
+		g.unreserveLocked(principal, own)
 		g.mu.Unlock()
 		if err != nil || turn == nil {
 			g.opts.Logger.Error("opening a turn for a new session", "err", err)
 			return nil, refuseInternal
 		}
+		// The Handler closed while the Turn was opening.
 		_ = closeTurn(turn)
 		return nil, refuseUnknownSession
 	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
+	s.slot = &sessionSlot{reg: g, principal: principal, owner: own, busy: 1}
 	g.sessions[s.id] = s
 	g.mu.Unlock()
 	return s, refuseNone
+}
+
+// retryAfter is the Retry-After of a 503 too_many_sessions for principal: a
+// second when the principal has sessions of its own (one of them becomes
+// evictable as soon as its request ends), otherwise the time until the next
+// idle session is reaped, within [1s, maxRetryAfter].
+func (g *registry) retryAfter(principal string) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if own := g.owners[principal]; own != nil && own.live > 0 {
+		return time.Second
+	}
+	wait := g.opts.IdleTimeout
+	if e := g.idle.Front(); e != nil {
+		wait = time.Until(e.Value.(*httpSession).slot.idleSince.Add(g.opts.IdleTimeout))
+	}
+	return min(max(wait, time.Second), maxRetryAfter)
 }
 
 func closeTurn(t Turn) error {
@@ -228,34 +380,42 @@ func closeTurn(t Turn) error {
 func (g *registry) remove(s *httpSession) {
 	g.mu.Lock()
 	if g.sessions[s.id] == s {
-		delete(g.sessions, s.id)
+		g.dropLocked(s)
 	}
 	g.mu.Unlock()
 }
 
-// reap ends sessions idle longer than IdleTimeout, checking every quarter of it.
+// reap ends sessions idle for IdleTimeout. It sleeps until the least recently
+// used idle session's deadline (sessions becoming idle later have later
+// deadlines), so a session ends on time and a wake-up costs only the sessions
+// it ends.
 func (g *registry) reap() {
 	defer close(g.stopped)
-	t := time.NewTicker(g.opts.IdleTimeout / 4)
+	t := time.NewTimer(g.opts.IdleTimeout)
 	defer t.Stop()
 	for {
 		select {
 		case <-g.stop:
 			return
-		case now := <-t.C:
-			cutoff := now.Add(-g.opts.IdleTimeout).UnixNano()
-			var idle []*httpSession
-			g.mu.Lock()
-			for id, s := range g.sessions {
-				if s.active.Load() == 0 && s.lastUsed.Load() <= cutoff {
-					idle = append(idle, s)
-					delete(g.sessions, id)
-				}
+		case <-t.C:
+		}
+		now := time.Now()
+		var expired []*httpSession
+		g.mu.Lock()
+		next := g.opts.IdleTimeout
+		for e := g.idle.Front(); e != nil; e = g.idle.Front() {
+			s := e.Value.(*httpSession)
+			if left := s.slot.idleSince.Add(g.opts.IdleTimeout).Sub(now); left > 0 {
+				next = left
+				break
 			}
-			g.mu.Unlock()
-			for _, s := range idle {
-				s.end()
-			}
+			g.dropLocked(s)
+			expired = append(expired, s)
+		}
+		g.mu.Unlock()
+		t.Reset(next)
+		for _, s := range expired {
+			s.end()
 		}
 	}
 }

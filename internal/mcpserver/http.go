@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -38,11 +37,11 @@ type httpSession struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	log       *slog.Logger
+	// slot is the session's place in a Handler's registry (nil on a bridge).
+	slot *sessionSlot
 
-	lastUsed atomic.Int64 // unix nanoseconds
-	active   atomic.Int32 // POSTs being served
-	endOnce  sync.Once
-	ended    chan struct{}
+	endOnce sync.Once
+	ended   chan struct{}
 }
 
 func newSessionID() string {
@@ -53,16 +52,29 @@ func newSessionID() string {
 
 func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &httpSession{
+	return &httpSession{
 		id: newSessionID(), principal: principal, turn: turn,
 		conn: newConn(turn, info, instructions, log, stateless),
 		ctx:  ctx, cancel: cancel, log: log, ended: make(chan struct{}),
 	}
-	s.touch()
-	return s
 }
 
-func (s *httpSession) touch() { s.lastUsed.Store(time.Now().UnixNano()) }
+// acquire marks the session in use by one request until release, so that a
+// Handler neither evicts nor reaps it meanwhile; false when the session ended
+// (it may have been evicted or reaped since it was looked up).
+func (s *httpSession) acquire() bool {
+	if s.slot != nil {
+		return s.slot.acquire()
+	}
+	return !s.isEnded()
+}
+
+// release ends the use acquire began.
+func (s *httpSession) release() {
+	if s.slot != nil {
+		s.slot.release(s)
+	}
+}
 
 func (s *httpSession) isEnded() bool {
 	select {
@@ -95,7 +107,8 @@ type sessionStore interface {
 	lookup(id, principal string) *httpSession
 	// implicit returns the session serving requests that name none, or nil.
 	implicit(principal string) *httpSession
-	// create opens a new session for an initialize that named none.
+	// create opens a new session for an initialize that named none, already
+	// acquired for that request.
 	create(ctx context.Context, principal string) (*httpSession, refusal)
 	// remove forgets an ended session.
 	remove(s *httpSession)
@@ -117,6 +130,8 @@ type httpCore struct {
 	store        sessionStore
 	log          *slog.Logger
 	stateless    bool // the 2026-07-28 revision is served too
+	// retryAfter, when set, is the Retry-After of a 503 too_many_sessions.
+	retryAfter func(principal string) time.Duration
 }
 
 // trackingWriter remembers whether anything was written, so a late panic knows
@@ -173,10 +188,11 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
-		if sess = c.store.lookup(ids[0], principal); sess == nil {
+		if sess = c.store.lookup(ids[0], principal); sess == nil || !sess.acquire() {
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
+		defer sess.release()
 	}
 	if r.Method == http.MethodDelete {
 		c.serveDelete(w, sess, principal)
@@ -235,7 +251,13 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		return
 	}
 	if sess == nil {
-		sess = c.store.implicit(principal)
+		if sess = c.store.implicit(principal); sess != nil {
+			if !sess.acquire() {
+				sess = nil
+			} else {
+				defer sess.release()
+			}
+		}
 	}
 	body, rpcErr := c.limits.Decode(data)
 	if rpcErr != nil {
@@ -265,16 +287,15 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		}
 		var ref refusal
 		if sess, ref = c.store.create(r.Context(), principal); ref != refuseNone {
+			if ref == refuseTooManySessions && c.retryAfter != nil {
+				writeRefusalRetry(w, ref, c.retryAfter(principal))
+				return
+			}
 			writeRefusal(w, ref)
 			return
 		}
+		defer sess.release()
 	}
-	sess.active.Add(1)
-	sess.touch()
-	defer func() {
-		sess.touch()
-		sess.active.Add(-1)
-	}()
 	c.answer(w, r, sess, body)
 }
 

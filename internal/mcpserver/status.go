@@ -2,6 +2,8 @@ package mcpserver
 
 import (
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/rpcwire"
@@ -70,6 +72,15 @@ func writeRefusal(w http.ResponseWriter, r refusal) {
 	h.Set("Content-Type", "application/json")
 	w.WriteHeader(spec.status)
 	_, _ = w.Write([]byte(spec.body))
+}
+
+// writeRefusalRetry answers a refusal that passes by itself (503
+// too_many_sessions) with Retry-After: after, in whole seconds rounded up, at
+// least 1.
+func writeRefusalRetry(w http.ResponseWriter, r refusal, after time.Duration) {
+	secs := max(int64((after+time.Second-1)/time.Second), 1)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	writeRefusal(w, r)
 }
 
 // writeRPCError answers a body that could not be read as JSON-RPC: 400 with the
