@@ -2,7 +2,9 @@ package app_test
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -226,12 +228,37 @@ func TestGrantChangesAndBadGrant(t *testing.T) {
 	if n := listNames(t, tr); len(n) != 1 {
 		t.Errorf("bob after grant sees %v", n)
 	}
-	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Resource: "path:a/../../b/", Effect: policy.Deny}); err != nil {
-		t.Skipf("store refuses unnormalised resources itself: %v", err)
+	// The store refuses a grant the policy cannot compile, at the door.
+	bad := policy.Grant{Principal: "bob", Tool: "local.echo", Resource: "path:a/../../b/", Effect: policy.Deny}
+	if _, err := a.Store().AddGrant(ctx, bad); !errors.Is(err, policy.ErrInvalidGrant) {
+		t.Fatalf("AddGrant of an unnormalised resource = %v, want policy.ErrInvalidGrant", err)
 	}
-	if _, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "bob"}); err == nil || !strings.Contains(err.Error(), "grant rm") {
-		t.Errorf("a bad grant did not fail closed: %v", err)
+	if n := listNames(t, mustTurn(t, a, "bob")); len(n) != 1 {
+		t.Errorf("after the refused grant bob sees %v", n)
 	}
+	// A row that got in another way (an older version, a hand edit) still fails
+	// closed: a deny among unreadable grants must never be skipped.
+	db, err := sql.Open("sqlite", a.Store().Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `INSERT INTO grants (id, principal, tool, action, resource, effect, note, created_at)
+		VALUES ('g_legacy', 'bob', 'local.echo', '*', 'path:a/../../b/', 'deny', '', '2026-01-01T00:00:00.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "bob"}); err == nil || !strings.Contains(err.Error(), "grant rm") || !strings.Contains(err.Error(), "g_legacy") {
+		t.Errorf("a bad stored grant did not fail closed naming it: %v", err)
+	}
+}
+
+func mustTurn(t *testing.T, a *app.App, principal string) app.Turn {
+	t.Helper()
+	tr, err := a.OpenTurn(context.Background(), app.TurnRequest{Principal: principal})
+	if err != nil {
+		t.Fatalf("OpenTurn(%s): %v", principal, err)
+	}
+	return tr
 }
 
 func dataDir(t *testing.T) string { return filepath.Join(t.TempDir(), "data") }
@@ -349,5 +376,54 @@ func TestTenThousandConcurrentCallsMixedPrincipals(t *testing.T) {
 	}
 	if err := audit.Verify(evs); err != nil {
 		t.Errorf("chain after concurrent appends: %v", err)
+	}
+}
+
+// Capabilities on a TurnRequest reach the kernel: they narrow the catalogue, never
+// widen it, and a malformed one fails the turn's opening.
+func TestTurnCapabilities(t *testing.T) {
+	ctx := context.Background()
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	full := listNames(t, mustTurn(t, a, app.DefaultPrincipal))
+	if strings.Join(full, ",") != "local.echo,toolgate.escalate" {
+		t.Fatalf("default catalogue %v", full)
+	}
+	for caps, want := range map[string]string{
+		"local.*":           "local.echo",
+		"toolgate.escalate": "toolgate.escalate",
+		"*":                 "local.echo,toolgate.escalate",
+		"server.*,nosuch.x": "",
+	} {
+		tr, err := a.OpenTurn(ctx, app.TurnRequest{Capabilities: strings.Split(caps, ",")})
+		if err != nil {
+			t.Fatalf("%s: %v", caps, err)
+		}
+		if got := strings.Join(listNames(t, tr), ","); got != want {
+			t.Errorf("capabilities %s: %q, want %q", caps, got, want)
+		}
+	}
+	tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "stranger", Capabilities: []string{"*"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := listNames(t, tr); len(n) != 0 {
+		t.Errorf("a capability widened an ungranted principal's catalogue: %v", n)
+	}
+	if _, err := a.OpenTurn(ctx, app.TurnRequest{Capabilities: []string{"local.echo:delete"}}); !errors.Is(err, policy.ErrInvalidCapability) {
+		t.Errorf("malformed capability: %v, want ErrInvalidCapability", err)
+	}
+	tr, _ = a.OpenTurn(ctx, app.TurnRequest{Capabilities: []string{"local.echo:read"}})
+	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
+	if err != nil || !r.IsError || ran != 0 {
+		t.Fatalf("an execute call under local.echo:read: %+v, %v (ran %d)", r, err, ran)
+	}
+	evs, err := a.Store().ListAudit(ctx, audit.Filter{})
+	if err != nil || len(evs) == 0 || evs[len(evs)-1].Code != string(kernel.CodeOutsideCapability) {
+		t.Errorf("audit does not record outside_capability: %v %+v", err, evs)
 	}
 }

@@ -9,6 +9,13 @@ import (
 
 // ValidateGrant checks g as AddGrant would, after AddGrant's defaults ("" action means
 // "*"). It is exported so the CLI can refuse a bad grant before opening the store.
+//
+// The store's own checks bound what a row may hold (lengths, UTF-8, control
+// characters); whether the grant means something is the policy's to say, so the grant
+// is then put through policy.Validate, the same function policy.Compile applies when a
+// turn opens. A grant stored here therefore always compiles: a grant the policy cannot
+// match (an unnormalised resource such as "path:docs/../x", a tool pattern outside the
+// canonical grammar) is refused at the door instead of failing every later turn closed.
 func ValidateGrant(g policy.Grant) error {
 	if err := checkIdent("principal", g.Principal, maxIdent); err != nil {
 		return err
@@ -16,7 +23,7 @@ func ValidateGrant(g policy.Grant) error {
 	if g.Tool == "" {
 		return fmt.Errorf("%w: tool pattern is empty", ErrInvalid)
 	}
-	if err := ValidateToolPattern(g.Tool); err != nil {
+	if err := checkLine("tool pattern", g.Tool, maxIdent); err != nil {
 		return err
 	}
 	switch g.Action {
@@ -32,8 +39,24 @@ func ValidateGrant(g policy.Grant) error {
 	default:
 		return fmt.Errorf("%w: effect %q: want allow or deny", ErrInvalid, g.Effect)
 	}
-	return checkText("note", g.Note, maxText)
+	if err := checkText("note", g.Note, maxText); err != nil {
+		return err
+	}
+	if g.Action == "" {
+		g.Action = "*"
+	}
+	if err := policy.Validate(g); err != nil {
+		return policyRefusal{err}
+	}
+	return nil
 }
+
+// policyRefusal is a grant policy.Validate refused. It reads as the policy's message
+// and matches both ErrInvalid (every store refusal does) and policy.ErrInvalidGrant.
+type policyRefusal struct{ err error }
+
+func (e policyRefusal) Error() string   { return e.err.Error() }
+func (e policyRefusal) Unwrap() []error { return []error{ErrInvalid, e.err} }
 
 // AddGrant validates g, assigns its ID ("g_" + random hex) and CreatedAt, stores it and
 // returns it. An empty Action is stored as "*"; an empty Effect is refused, so a grant

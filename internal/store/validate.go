@@ -10,7 +10,6 @@ import (
 // are far above anything a real grant or escalation needs.
 const (
 	maxIdent = 256      // principals, namespace names, key names
-	maxTool  = 256      // tool patterns: namespace plus a 128-character tool name
 	maxScope = 4096     // resources
 	maxText  = 16 << 10 // notes, reasons, meta values
 )
@@ -60,38 +59,7 @@ func checkText(field, v string, max int) error {
 	return nil
 }
 
-// ValidateToolPattern checks a grant's tool pattern: "*", "ns.*", or a canonical id
-// "ns.name". The namespace is letters, digits, '_' and '-'; the name also allows '.',
-// as MCP tool names do. No other wildcard form exists, so a pattern like "files.re*" is
-// refused instead of silently matching nothing.
-func ValidateToolPattern(p string) error {
-	if p == "*" {
-		return nil
-	}
-	if len(p) > maxTool {
-		return fmt.Errorf("%w: tool pattern is %d bytes, at most %d", ErrInvalid, len(p), maxTool)
-	}
-	ns, name, ok := strings.Cut(p, ".")
-	if !ok || ns == "" || name == "" {
-		return fmt.Errorf("%w: tool pattern %q: want \"*\", \"namespace.*\" or \"namespace.tool\"", ErrInvalid, p)
-	}
-	if !isNamespace(ns) {
-		return fmt.Errorf("%w: tool pattern %q: namespace %q may hold only letters, digits, '_' and '-'", ErrInvalid, p, ns)
-	}
-	if name == "*" {
-		return nil
-	}
-	for i := 0; i < len(name); i++ {
-		if !isNameByte(name[i]) {
-			if name[i] == '*' {
-				return fmt.Errorf("%w: tool pattern %q: '*' may only stand alone or as the whole tool name (\"%s.*\")", ErrInvalid, p, ns)
-			}
-			return fmt.Errorf("%w: tool pattern %q: tool name may hold only letters, digits, '_', '-' and '.'", ErrInvalid, p)
-		}
-	}
-	return nil
-}
-
+// isNamespace is the namespace rule of SetNamespaceEnabled.
 func isNamespace(s string) bool {
 	if s == "" || len(s) > maxIdent {
 		return false

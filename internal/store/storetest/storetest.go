@@ -168,6 +168,65 @@ func testGrantValidation(t *testing.T, s Store) {
 			t.Errorf("AddGrant(tool %q) = %v, want accepted", tool, err)
 		}
 	}
+	testGrantsThePolicyRefuses(t, s)
+}
+
+// testGrantsThePolicyRefuses: a grant the policy could not compile is refused when it
+// is added, with the policy's own message, so it can never make a later turn fail
+// closed. Every grant the store accepts compiles.
+func testGrantsThePolicyRefuses(t *testing.T, s Store) {
+	ctx := context.Background()
+	before, err := s.ListGrants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := policy.Grant{Principal: "p", Tool: "files.read", Action: "read", Effect: policy.Allow}
+	for name, tc := range map[string]struct {
+		mutate  func(g *policy.Grant)
+		mention string
+	}{
+		"dot-dot in a prefix":     {func(g *policy.Grant) { g.Resource = "path:docs/../x/" }, `write "path:x/"`},
+		"dot-dot in an exact":     {func(g *policy.Grant) { g.Resource = "path:docs/../x" }, `write "path:x"`},
+		"climbing prefix":         {func(g *policy.Grant) { g.Resource = "path:a/../../b/" }, "outside the workspace"},
+		"dot segment":             {func(g *policy.Grant) { g.Resource = "path:./docs/" }, `write "path:docs/"`},
+		"double slash":            {func(g *policy.Grant) { g.Resource = "path:docs//a" }, `write "path:docs/a"`},
+		"absolute path":           {func(g *policy.Grant) { g.Resource = "path:/etc/" }, "absolute"},
+		"parent of the workspace": {func(g *policy.Grant) { g.Resource = "path:../" }, "outside the workspace"},
+		"workspace spelled ./":    {func(g *policy.Grant) { g.Resource = "path:./" }, `write "path:"`},
+		"backslash":               {func(g *policy.Grant) { g.Resource = `path:docs\x` }, "backslash"},
+		"no scheme":               {func(g *policy.Grant) { g.Resource = "docs/" }, "no scheme"},
+		"upper-case namespace":    {func(g *policy.Grant) { g.Tool = "Files.read" }, "canonical id"},
+		"namespace starts with -": {func(g *policy.Grant) { g.Tool = "-x.read" }, "canonical id"},
+		"namespace wildcard ns":   {func(g *policy.Grant) { g.Tool = "Files.*" }, "invalid namespace"},
+		"name with a colon":       {func(g *policy.Grant) { g.Tool = "files.read:write" }, "canonical id"},
+	} {
+		g := ok
+		tc.mutate(&g)
+		got, err := s.AddGrant(ctx, g)
+		if !errors.Is(err, store.ErrInvalid) || !errors.Is(err, policy.ErrInvalidGrant) || !strings.Contains(err.Error(), tc.mention) {
+			t.Errorf("%s: AddGrant = %+v, %v; want ErrInvalid and policy.ErrInvalidGrant mentioning %q", name, got, err, tc.mention)
+		}
+		if verr := store.ValidateGrant(g); verr == nil || verr.Error() != strings.TrimPrefix(err.Error(), "adding grant: ") {
+			t.Errorf("%s: ValidateGrant = %v, AddGrant = %v; want the same refusal", name, verr, err)
+		}
+	}
+	for _, res := range []string{"", "*", "path:", "path:docs/", "path:docs", "path:docs/a.md", "path:.git/hooks/", "url:example.com", "repo:."} {
+		g := ok
+		g.Resource = res
+		if _, err := s.AddGrant(ctx, g); err != nil {
+			t.Errorf("AddGrant(resource %q) = %v, want accepted", res, err)
+		}
+	}
+	after, err := s.ListGrants(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(after) != len(before)+9 {
+		t.Errorf("%d grants stored, want %d: a refused grant was stored or an accepted one lost", len(after), len(before)+9)
+	}
+	if _, err := policy.Compile(after); err != nil {
+		t.Errorf("the grants the store accepted do not compile: %v", err)
+	}
 }
 
 func testNamespaces(t *testing.T, s Store) {
