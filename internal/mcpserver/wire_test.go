@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,20 +24,25 @@ import (
 var update = flag.Bool("update", false, "rewrite the expected responses of testdata/wire/*.txtar")
 
 // wireHeaders are the response headers the golden files pin.
-var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Session-Id", "Www-Authenticate"}
+var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Session-Id", "Retry-After", "Www-Authenticate"}
 
 // A wire file is a prose comment, then directives (lines "key: value" in the
 // comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N;
-// stateless: false turns the 2026-07-28 revision off, which is on by default),
+// stateless: false turns the 2026-07-28 revision off, which is on by default;
+// max-sessions: N and max-sessions-per-principal: N for the handler),
 // then alternating "request" and "response" files. A request is raw HTTP; in it
 // {{session}} is the session id the server issued and {{foreign}} an id no server
 // issued. A response is "HTTP <status>", the pinned headers, a blank line and the
-// body; the session id is written as {{session}}.
+// body; the session id is written as {{session}}, and the ids of sessions a
+// handler opens after it as {{session2}}, {{session3}}, … in the order issued
+// (requests may name them the same way).
 type wireCase struct {
 	server    string
 	stateless bool
 	tokens    map[string]string
 	maxBody   int64
+	// maxSessions and maxPerPrincipal are the handler's session limits.
+	maxSessions, maxPerPrincipal int
 }
 
 func parseDirectives(t *testing.T, comment string) wireCase {
@@ -64,6 +70,16 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 				t.Fatalf("max-body: %v", err)
 			}
 			wc.maxBody = n
+		case "max-sessions", "max-sessions-per-principal":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				t.Fatalf("%s: %v", k, err)
+			}
+			if strings.TrimSpace(k) == "max-sessions" {
+				wc.maxSessions = n
+			} else {
+				wc.maxPerPrincipal = n
+			}
 		}
 	}
 	return wc
@@ -73,6 +89,7 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 type wireServer struct {
 	h       http.Handler
 	session string
+	later   []string // {{session2}}, {{session3}}, …
 	close   func()
 }
 
@@ -104,6 +121,7 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 	case "handler":
 		opts := mcpserver.HandlerOptions{
 			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless,
+			MaxSessions: wc.maxSessions, MaxSessionsPerPrincipal: wc.maxPerPrincipal,
 			OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
 				return mcpservertest.NewTurn(), nil
 			},
@@ -130,6 +148,9 @@ const foreignSession = "0123456789abcdef0123456789abcdef"
 func (s *wireServer) do(t *testing.T, raw string) string {
 	t.Helper()
 	raw = strings.ReplaceAll(raw, "{{session}}", s.session)
+	for i, id := range s.later {
+		raw = strings.ReplaceAll(raw, fmt.Sprintf("{{session%d}}", i+2), id)
+	}
 	raw = strings.ReplaceAll(raw, "{{foreign}}", foreignSession)
 	head, body, _ := strings.Cut(raw, "\n\n")
 	body = strings.TrimSuffix(body, "\n")
@@ -150,6 +171,8 @@ func (s *wireServer) do(t *testing.T, raw string) string {
 	sid := res.Header.Get("Mcp-Session-Id")
 	if sid != "" && s.session == "" {
 		s.session = sid
+	} else if sid != "" && sid != s.session && !slices.Contains(s.later, sid) {
+		s.later = append(s.later, sid)
 	}
 	var sb strings.Builder
 	fmt.Fprintf(&sb, "HTTP %d\n", res.StatusCode)
@@ -157,6 +180,8 @@ func (s *wireServer) do(t *testing.T, raw string) string {
 		if v := res.Header.Get(h); v != "" {
 			if h == "Mcp-Session-Id" && v == s.session {
 				v = "{{session}}"
+			} else if i := slices.Index(s.later, v); h == "Mcp-Session-Id" && i >= 0 {
+				v = fmt.Sprintf("{{session%d}}", i+2)
 			}
 			fmt.Fprintf(&sb, "%s: %s\n", h, v)
 		}
