@@ -59,8 +59,13 @@ func newGrantAddCmd(env *Env) *cobra.Command {
   --action     read, write, execute or * (default *)
   --resource   "" or "*" for any resource; a value ending in "/" is a prefix over
                normalised resources ("path:docs/" covers "path:docs/a.md"); anything
-               else must match exactly
-  --deny       forbid instead of allow; a matching deny wins over every allow`,
+               else must match exactly. It must be written normalised, as calls are
+               matched after normalisation: "path:docs/../x" is refused (write
+               "path:x"), as is a path that is absolute or climbs out of the workspace
+  --deny       forbid instead of allow; a matching deny wins over every allow
+
+A grant the policy could not apply is refused here, with the reason, rather than
+stored: every stored grant takes effect as written.`,
 		Example: `  toolgate grant add --principal alice --tool files.read --action read --resource path:docs/
   toolgate grant add --principal '*' --tool bash.* --deny --note "no shell for anyone"`,
 		Args: cobra.NoArgs,
