@@ -193,10 +193,11 @@ func TestGoSDKOverHTTP(t *testing.T) {
 	if res.StatusCode != http.StatusUnauthorized {
 		t.Errorf("without token: %d", res.StatusCode)
 	}
-	// The SDK first tries the stateless 2026-07-28 server/discover, which the
-	// bridge does not serve, and falls back to the initialize handshake.
+	// A client of the session-based era (the SDK asked for 2025-11-25, so it
+	// sends initialize instead of server/discover) ends the bridge with DELETE.
 	tr := &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
 	if err != nil {
 		t.Fatalf("connect: %v; stderr:\n%s", err, p.stderr)
 	}
@@ -215,6 +216,25 @@ func TestGoSDKOverHTTP(t *testing.T) {
 		p.exited <- err // for the cleanup
 	case <-time.After(10 * time.Second):
 		t.Errorf("bridge still running after the session was deleted")
+	}
+}
+
+// TestGoSDKOverHTTPStateless: by default the Go SDK finds the stateless
+// 2026-07-28 revision through server/discover and uses the turn without a
+// session; the bridge serves until it is interrupted.
+func TestGoSDKOverHTTPStateless(t *testing.T) {
+	p := startBridge(t)
+	tr := &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr, nil)
+	if err != nil {
+		t.Fatalf("connect: %v; stderr:\n%s", err, p.stderr)
+	}
+	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" || cs.ID() != "" {
+		t.Errorf("negotiated %q, session %q", v, cs.ID())
+	}
+	useTurn(t, cs)
+	if err := cs.Close(); err != nil {
+		t.Errorf("close: %v", err)
 	}
 }
 
