@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -442,4 +443,126 @@ func TestHandlerDeleteFreesQuota(t *testing.T) {
 		t.Errorf("bob after alice's DELETE: %d", code)
 	}
 	checkBookkeeping(t, h)
+}
+
+// BenchmarkHandlerInitializeAtCap measures one initialize when the handler is
+// full: sessions-1 idle sessions of other principals and one of the caller's,
+// which each initialize replaces. The cost should not grow with the number of
+// sessions.
+func BenchmarkHandlerInitializeAtCap(b *testing.B) {
+	for _, n := range []int{1024, 16384, 65536} {
+		b.Run(fmt.Sprintf("sessions=%d", n), func(b *testing.B) {
+			h := mcpserver.NewHandler(mcpserver.HandlerOptions{
+				OpenTurn: func(context.Context, string) (mcpserver.Turn, error) {
+					return mcpservertest.NewTurn(), nil
+				},
+				Authenticate: tokenIsPrincipal, MaxSessions: n,
+			})
+			defer h.Close()
+			for i := range n - 1 {
+				if code, _, _, _ := initAs(h, fmt.Sprint("p", i)); code != http.StatusOK {
+					b.Fatalf("filling: %d", code)
+				}
+			}
+			b.ResetTimer()
+			for b.Loop() {
+				if code, _, _, _ := initAs(h, "alice"); code != http.StatusOK {
+					b.Fatalf("initialize at the cap: %d", code)
+				}
+			}
+		})
+	}
+}
+
+// FuzzHandlerSessionLimits replays a sequence of initializes, pings and
+// DELETEs by three principals against a handler with small limits, and checks
+// every answer against a model of the policy: at its quota or the full cap a
+// principal's initialize replaces its own least recently used session, or is
+// 503 when it has none; no other principal's session ever ends; the registry's
+// bookkeeping stays exact after every step.
+func FuzzHandlerSessionLimits(f *testing.F) {
+	f.Add(uint8(3), uint8(2), []byte{0, 0, 0, 4, 4, 8, 8, 8, 1, 5, 2, 6, 0})
+	f.Add(uint8(1), uint8(1), []byte{0, 4, 8, 2, 4, 0})
+	f.Add(uint8(6), uint8(6), []byte{0, 0, 0, 0, 0, 0, 4, 8, 16, 17, 33, 0})
+	f.Fuzz(func(t *testing.T, maxSessions, perPrincipal uint8, ops []byte) {
+		capN, quota := int(maxSessions%8)+1, int(perPrincipal%8)+1
+		if len(ops) > 200 {
+			ops = ops[:200]
+		}
+		h := mcpserver.NewHandler(mcpserver.HandlerOptions{
+			OpenTurn: func(context.Context, string) (mcpserver.Turn, error) {
+				return mcpservertest.NewTurn(), nil
+			},
+			Authenticate: tokenIsPrincipal, MaxSessions: capN, MaxSessionsPerPrincipal: quota,
+		})
+		defer h.Close()
+		quota = min(quota, capN)
+		principals := []string{"alice", "bob", "carol"}
+		// model[p] lists p's live sessions, least recently used first.
+		model := map[string][]string{}
+		total := func() int { return len(model["alice"]) + len(model["bob"]) + len(model["carol"]) }
+		touch := func(p, id string) {
+			l := slices.DeleteFunc(model[p], func(s string) bool { return s == id })
+			model[p] = append(l, id)
+		}
+		for step, op := range ops {
+			p := principals[int(op>>2)%3]
+			own := model[p]
+			switch op & 3 {
+			case 0, 3: // initialize
+				full := len(own) >= quota || total() >= capN
+				code, id, retry, _ := initAs(h, p)
+				switch {
+				case full && len(own) == 0:
+					if code != http.StatusServiceUnavailable || retry == "" {
+						t.Fatalf("step %d: %s at the limits with nothing of its own: %d, Retry-After %q", step, p, code, retry)
+					}
+				case code != http.StatusOK:
+					t.Fatalf("step %d: %s's initialize: %d", step, p, code)
+				default:
+					if full {
+						victim := own[0]
+						model[p] = own[1:]
+						if pingAs(h, p, victim) != http.StatusNotFound {
+							t.Fatalf("step %d: %s's least recently used session survived", step, p)
+						}
+					}
+					model[p] = append(model[p], id)
+				}
+			case 1: // ping one of its own
+				if len(own) == 0 {
+					continue
+				}
+				id := own[int(op>>4)%len(own)]
+				if code := pingAs(h, p, id); code != http.StatusOK {
+					t.Fatalf("step %d: %s's live session answered %d", step, p, code)
+				}
+				touch(p, id)
+			case 2: // DELETE one of its own
+				if len(own) == 0 {
+					continue
+				}
+				i := int(op>>4) % len(own)
+				if code := deleteAs(h, p, own[i]); code != http.StatusOK {
+					t.Fatalf("step %d: DELETE: %d", step, code)
+				}
+				model[p] = slices.Delete(slices.Clone(own), i, i+1)
+			}
+			if err := mcpserver.CheckSessionBookkeeping(h); err != nil {
+				t.Fatalf("step %d: %v", step, err)
+			}
+			if h.Sessions() != total() {
+				t.Fatalf("step %d: %d sessions, the model has %d", step, h.Sessions(), total())
+			}
+		}
+		// Every session the model holds is still live, for its own principal
+		// only. (Pinging refreshes them, so this comes last.)
+		for _, p := range principals {
+			for _, id := range model[p] {
+				if pingAs(h, p, id) != http.StatusOK {
+					t.Fatalf("%s's session %s ended", p, id)
+				}
+			}
+		}
+	})
 }
