@@ -10,21 +10,24 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(30, newBridgeCmd) }
 
 type bridgeFlags struct {
-	principal  string
-	listen     string
-	stdio      bool
-	noAuth     bool
-	ttl        time.Duration
-	allowHosts []string
+	principal    string
+	listen       string
+	stdio        bool
+	noAuth       bool
+	ttl          time.Duration
+	allowHosts   []string
+	capabilities []string
 }
 
 func newBridgeCmd(env *Env) *cobra.Command {
@@ -40,12 +43,16 @@ execution token as the second; clients send it as "Authorization: Bearer <token>
 serves until interrupted or until the client deletes the session. --no-auth drops the
 token check and is refused unless the listen address is loopback.
 
+` + capabilityHelp + `
 Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
 to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if f.stdio && cmd.Flags().Changed("listen") {
 				return errors.New("--stdio and --listen contradict each other")
+			}
+			if err := checkCapabilities(f.capabilities); err != nil {
+				return err
 			}
 			return runBridge(cmd, env, f)
 		},
@@ -57,7 +64,33 @@ to stderr.`,
 	fl.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (loopback addresses only)")
 	fl.DurationVar(&f.ttl, "ttl", 24*time.Hour, "lifetime of the printed execution token")
 	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin value accepted besides loopback names (for a non-loopback --listen)")
+	addCapabilityFlag(fl, &f.capabilities)
 	return cmd
+}
+
+// capabilityHelp is the paragraph run, bridge and mcp add to their --help.
+const capabilityHelp = `--capability PATTERN[:ACTION] (repeatable) narrows the turn below what the grants
+allow. PATTERN is a tool pattern as grants write it ("*", "ns.*" or a canonical id) and
+ACTION, if given, is read, write or execute. Only tools some capability's pattern
+matches are published (others answer tool_unavailable, like any unpublished tool), and
+a call must also match a capability's action, else it is refused outside_capability.
+Patterns name canonical ids (local.read_file), never a surface's published names. A
+capability never widens: what the grants refuse stays refused and hidden. A malformed
+capability is an error before anything starts.
+`
+
+// addCapabilityFlag registers the repeatable --capability flag.
+func addCapabilityFlag(fl *pflag.FlagSet, caps *[]string) {
+	fl.StringArrayVar(caps, "capability", nil, "narrow the turn to tools matching `PATTERN[:ACTION]` (\"*\", \"ns.*\" or \"ns.name\"; ACTION read, write or execute); repeatable; never widens the grants")
+}
+
+// checkCapabilities refuses malformed --capability values before any store or
+// harness is touched, with the same rules the kernel applies when the turn opens.
+func checkCapabilities(caps []string) error {
+	if _, err := policy.CompileCapabilities(caps); err != nil {
+		return fmt.Errorf("--capability: %w", err)
+	}
+	return nil
 }
 
 // isLoopbackHost reports whether a listen host only accepts local connections.
@@ -109,7 +142,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if f.stdio {
 		transport = "stdio"
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport})
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: f.capabilities})
 	if err != nil {
 		return err
 	}

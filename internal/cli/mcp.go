@@ -32,6 +32,7 @@ type mcpFlags struct {
 	allowInternet bool
 	harness       string // shorten names this harness would reject (see docs/harnesses.md)
 	serverName    string // the server's key in the harness file, for --harness
+	capabilities  []string
 }
 
 func newMCPCmd(env *Env) *cobra.Command {
@@ -47,11 +48,16 @@ Every call is authorized against the grants of --group and audited.
 Without --workspace it never uses the current directory: it creates a fresh, private
 folder under the OS temp directory (toolgate/workspace/…) and prints its path on stderr;
 if that fails, local tools are disabled and only the control plane is served.
+
+` + capabilityHelp + `
 Stdout carries the protocol only; all diagnostics go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("local-tools") && cmd.Flags().Changed("no-local-tools") && f.localTools == f.noLocalTools {
 				return errors.New("--local-tools and --no-local-tools contradict each other")
+			}
+			if err := checkCapabilities(f.capabilities); err != nil {
+				return err
 			}
 			return runMCP(cmd, env, f)
 		},
@@ -68,6 +74,7 @@ Stdout carries the protocol only; all diagnostics go to stderr.`,
 	fl.BoolVar(&f.allowInternet, "allow-internet", false, "let bash and declarative tools reach the network")
 	fl.StringVar(&f.harness, "harness", "", "publish stable short forms of names this harness would reject (written by toolgate config/connect)")
 	fl.StringVar(&f.serverName, "server-name", "toolgate", "with --harness: the server's name in the harness file")
+	addCapabilityFlag(fl, &f.capabilities)
 	return cmd
 }
 
@@ -141,7 +148,7 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	if err != nil {
 		return err
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: namer, Alias: alias})
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: namer, Alias: alias, Capabilities: f.capabilities})
 	if err != nil {
 		return err
 	}

@@ -24,6 +24,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/version"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
@@ -31,12 +32,13 @@ import (
 func init() { register(73, newRunCmd) }
 
 type runFlags struct {
-	harness   string
-	principal string
-	stdio     bool
-	name      string
-	workspace string
-	keepFile  bool
+	harness      string
+	principal    string
+	stdio        bool
+	name         string
+	workspace    string
+	keepFile     bool
+	capabilities []string
 }
 
 // runBridgeHook, when set (by tests), sees the bridge after the harness exited and the
@@ -60,11 +62,17 @@ folder is removed, and the turn's outcome (completed, escalated, failed) and aud
 summary are printed on stderr. toolgate exits with CMD's exit code.
 
 Tools whose canonical ids break the harness's naming rules are published under stable
-short forms; each is listed before CMD starts.`,
+short forms; each is listed before CMD starts.
+
+` + capabilityHelp + `In the --stdio form the capabilities are passed on to the "toolgate mcp" the
+connection file starts.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if cmd.ArgsLenAtDash() != 0 {
 				return errors.New("put the harness command after --, e.g. toolgate run --harness claude-code -- claude")
+			}
+			if err := checkCapabilities(f.capabilities); err != nil {
+				return err
 			}
 			return runHarness(cmd.Context(), env, f, args)
 		},
@@ -76,6 +84,7 @@ short forms; each is listed before CMD starts.`,
 	fl.StringVar(&f.name, "name", harness.DefaultServerName, "the server's name in the connection file")
 	fl.StringVar(&f.workspace, "workspace", "", "also publish the local file/bash/git tools confined to this directory (stdio form: default the current directory)")
 	fl.BoolVar(&f.keepFile, "print-file", false, "print the connection file's path and content on stderr before running (the token is redacted)")
+	addCapabilityFlag(fl, &f.capabilities)
 	_ = cmd.MarkFlagRequired("harness")
 	return cmd
 }
@@ -159,12 +168,16 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		if s, err = cf.server(ctx, env, h, func() (*app.App, error) { return a, nil }); err != nil {
 			return err
 		}
+		for _, c := range f.capabilities {
+			s.Args = append(s.Args, "--capability", c)
+		}
 		if ids, err := catalogueIDs(ctx, a, f.principal); err == nil {
-			reportNames(env.Err, h, s.ServerName(), ids, true)
+			reportNames(env.Err, h, s.ServerName(), narrowIDs(ids, f.capabilities), true)
 		}
 	} else {
 		namer := h.Namer(f.name)
-		turn, err = a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: "http", Namer: namer.Name, Alias: namer.Alias})
+		turn, err = a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: "http", Namer: namer.Name, Alias: namer.Alias,
+			Capabilities: f.capabilities})
 		if err != nil {
 			return err
 		}
@@ -230,6 +243,22 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		return &ExitError{Code: code}
 	}
 	return nil
+}
+
+// narrowIDs keeps the canonical ids the capabilities cover, so the stdio form's name
+// check speaks only of tools its "toolgate mcp" will publish. caps were checked already.
+func narrowIDs(ids, caps []string) []string {
+	c, err := policy.CompileCapabilities(caps)
+	if err != nil || c == nil {
+		return ids
+	}
+	out := ids[:0:0]
+	for _, id := range ids {
+		if c.Covers(id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 // reportPublished checks the names the bridge actually publishes against the harness.
