@@ -261,6 +261,12 @@ func TestProtectedPathsNeedANamingGrant(t *testing.T) {
 func TestAskUserAndControlPlane(t *testing.T) {
 	w := newWorld(t)
 	s := w.start(t)
+	// The SDK picks the stateless 2026-07-28 revision: ask_user answers
+	// input_required and the SDK's MRTR middleware asks and retries (both eras
+	// in askuser_test.go).
+	if v := s.session.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+		t.Errorf("negotiated %q", v)
+	}
 	if got := s.ok("toolgate_local_ask_user", map[string]any{"question": "Proceed with merge?"}); got != "answer to: Proceed with merge?" {
 		t.Errorf("ask_user = %q", got)
 	}
