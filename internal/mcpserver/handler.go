@@ -56,9 +56,8 @@ type HandlerOptions struct {
 	AllowedHosts []string
 	// NoStateless turns off the stateless 2026-07-28 revision, which the handler
 	// otherwise serves beside the session-based versions (each such request runs
-	// on a Turn of its own; see StdioOptions.Stateless for what a client that
-	// picks it gives up). Unlike a bridge, the daemon's endpoint is reached by
-	// stateless clients, so it is on by default.
+	// on a Turn of its own; see StdioOptions.NoStateless for what a client that
+	// picks it gives up). It is on by default, as on bridges and stdio.
 	NoStateless bool
 	// Logger receives failures; nil discards.
 	Logger *slog.Logger
