@@ -261,3 +261,25 @@ func mustQuote(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
 }
+
+// BenchmarkAskUserRequestState: sealing a state on the first round and
+// verifying it on the retry.
+func BenchmarkAskUserRequestState(b *testing.B) {
+	s, err := newStateSealer(make([]byte, 32))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tl := &kernel.Tool{ID: "local.ask_user"}
+	call := &kernel.Call{Principal: "default", Tool: tl, Args: map[string]any{"question": "Proceed with merge?"}}
+	for b.Loop() {
+		tok, err := s.issue(call)
+		if err != nil {
+			b.Fatal(err)
+		}
+		c := *call
+		c.RequestState = mustQuote(tok)
+		if err := s.verify(&c); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
