@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/harness"
+	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/store"
 )
 
@@ -246,5 +248,73 @@ func TestCapabilityFlagRefusals(t *testing.T) {
 		if !strings.Contains(stdout.String(), "--capability PATTERN[:ACTION]") || !strings.Contains(stdout.String(), "outside_capability") {
 			t.Errorf("%s --help does not document --capability:\n%s", cmd, stdout.String())
 		}
+	}
+}
+
+// TestMCPCapabilityNarrows: `toolgate mcp --capability …` over stdio publishes only the
+// covered tools under its own names (toolgate_local_…), refuses a write through a
+// read-only capability, and refuses a granted tool outside the capabilities like an
+// unknown one.
+func TestMCPCapabilityNarrows(t *testing.T) {
+	ws := t.TempDir()
+	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi there\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	var stderr bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		code := cli.Run(context.Background(), []string{"--data-dir", t.TempDir(), "mcp", "--workspace", ws,
+			"--capability", "local.read_file", "--capability", "local.write_file:read"},
+			cli.Stdio{In: inR, Out: outW, Err: &stderr})
+		outW.Close()
+		inR.Close()
+		done <- code
+	}()
+	ctx := context.Background()
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(ctx, &mcp.IOTransport{Reader: outR, Writer: inW}, nil)
+	if err != nil {
+		inW.Close()
+		<-done
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	name := localtools.Namer(localtools.DefaultPrefix)
+	list, err := cs.ListTools(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tool := range list.Tools {
+		names = append(names, tool.Name)
+	}
+	if got, want := strings.Join(names, ","), name("local.read_file")+","+name("local.write_file"); got != want {
+		t.Errorf("tools/list = %s, want %s", got, want)
+	}
+	for _, c := range []struct {
+		tool, code string
+		args       map[string]any
+	}{
+		{name("local.read_file"), "", map[string]any{"path": "hello.txt"}},
+		{name("local.write_file"), "outside_capability", map[string]any{"path": "x.txt", "content": "x"}},
+		{name("local.bash"), "tool_unavailable", map[string]any{"command": "true"}},
+		{name("toolgate.escalate"), "tool_unavailable", map[string]any{"reason": "r"}},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: c.tool, Arguments: c.args})
+		if err != nil {
+			t.Fatalf("tools/call %s: %v", c.tool, err)
+		}
+		code, _ := res.Meta["toolgate/code"].(string)
+		if res.IsError != (c.code != "") || code != c.code {
+			t.Errorf("%s: isError %v code %q, want %q", c.tool, res.IsError, code, c.code)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(ws, "x.txt")); !os.IsNotExist(err) {
+		t.Errorf("the refused write happened: %v", err)
+	}
+	_ = cs.Close()
+	inW.Close()
+	if code := <-done; code != 0 {
+		t.Errorf("toolgate mcp exited %d\n%s", code, stderr.String())
 	}
 }
