@@ -117,3 +117,56 @@ func BenchmarkListTools512(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCallAuthorizedNarrowed is BenchmarkCallAuthorized on a turn opened with 16
+// capabilities, the one allowing the call last: the cost capabilities add per call.
+func BenchmarkCallAuthorizedNarrowed(b *testing.B) {
+	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
+		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := k.Register(echoTool("files.read")); err != nil {
+		b.Fatal(err)
+	}
+	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "p", Tool: "files.*", Action: "read", Resource: "path:docs/", Effect: policy.Allow}}); err != nil {
+		b.Fatal(err)
+	}
+	var caps []string
+	for i := 0; i < 15; i++ {
+		caps = append(caps, fmt.Sprintf("ns%d.*", i))
+	}
+	caps = append(caps, "files.*:read")
+	tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p", Capabilities: caps})
+	if err != nil {
+		b.Fatal(err)
+	}
+	req := &mcpserver.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := tr.CallTool(ctx, req)
+		if err != nil || r.IsError {
+			b.Fatalf("%v %+v", err, r)
+		}
+	}
+}
+
+// BenchmarkOpenTurn512Narrowed opens a turn with 4 capabilities on the 512-tool
+// registry (128 tools published), its catalogue already resolved: the cost of parsing
+// the capabilities on every open plus the cached lookup.
+func BenchmarkOpenTurn512Narrowed(b *testing.B) {
+	f := catalogue512(b)
+	ctx := context.Background()
+	caps := []string{"ns0.*", "ns1.*", "ns2.*:read", "ns3.*"}
+	b.ReportAllocs()
+	for b.Loop() {
+		tr, err := f.k.OpenTurn(ctx, kernel.TurnOptions{Principal: "p", Capabilities: caps})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if l, _ := tr.ListTools(ctx); len(l.Tools) != 128 {
+			b.Fatalf("%d tools", len(l.Tools))
+		}
+	}
+}

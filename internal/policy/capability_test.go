@@ -110,3 +110,23 @@ func FuzzParseCapability(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkCapabilitiesAllows is the per-call capability check with 16 capabilities,
+// the matching one last.
+func BenchmarkCapabilitiesAllows(b *testing.B) {
+	var specs []string
+	for i := 0; i < 15; i++ {
+		specs = append(specs, "ns"+strings.Repeat("x", i)+".*")
+	}
+	specs = append(specs, "files.*:read")
+	c, err := CompileCapabilities(specs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if !c.Allows("files.read", "read") {
+			b.Fatal("refused")
+		}
+	}
+}
