@@ -6,6 +6,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // KeySize is the length of every key Key creates.
@@ -13,8 +15,10 @@ const KeySize = 32
 
 // SetNamespaceEnabled switches a whole namespace on or off.
 func (s *Store) SetNamespaceEnabled(ctx context.Context, ns string, enabled bool) error {
-	if !isNamespace(ns) {
-		return fmt.Errorf("setting namespace: %w: namespace %q must be 1-%d letters, digits, '_' or '-'", ErrInvalid, ns, maxIdent)
+	// The rule tool ids' namespaces follow (policy.ValidNamespace): a switch on any other
+	// name could never match a tool, so it is refused rather than silently ignored.
+	if !policy.ValidNamespace(ns) {
+		return fmt.Errorf("setting namespace: %w: namespace %q must be 1-64 lower-case letters, digits, '_' or '-', starting with a letter or digit", ErrInvalid, ns)
 	}
 	v := 0
 	if enabled {

@@ -58,20 +58,3 @@ func checkText(field, v string, max int) error {
 	}
 	return nil
 }
-
-// isNamespace is the namespace rule of SetNamespaceEnabled.
-func isNamespace(s string) bool {
-	if s == "" || len(s) > maxIdent {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !isNameByte(c) || c == '.' {
-			return false
-		}
-	}
-	return true
-}
-
-func isNameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-' || c == '.'
-}

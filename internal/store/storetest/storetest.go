@@ -252,7 +252,7 @@ func testNamespaces(t *testing.T, s Store) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("Namespaces = %v, want %v", got, want)
 	}
-	for _, bad := range []string{"", "a.b", "a b", "x\x00", strings.Repeat("n", 1000)} {
+	for _, bad := range []string{"", "a.b", "a b", "x\x00", strings.Repeat("n", 1000), "GitHub", "-x", strings.Repeat("n", 65)} {
 		if err := s.SetNamespaceEnabled(ctx, bad, false); !errors.Is(err, store.ErrInvalid) {
 			t.Errorf("SetNamespaceEnabled(%q) = %v, want ErrInvalid", bad, err)
 		}
