@@ -96,7 +96,7 @@ func TestCapabilitiesNarrow(t *testing.T) {
 	})
 
 	t.Run("the action suffix is checked against the derived action", func(t *testing.T) {
-		tr := openCaps(t, f, "p", "files.*:read")
+		tr := openCaps(t, f, "p", "files.*:read", "hidden.secret_tool")
 		if r := call(t, tr, "files.read", `{"path":"docs/a"}`); r.IsError {
 			t.Fatalf("read under files.*:read refused: %s", mustJSON(r))
 		}
@@ -104,7 +104,10 @@ func TestCapabilitiesNarrow(t *testing.T) {
 			t.Errorf("allowed read audited %+v", e)
 		}
 		before := ran["files.write"]
-		refusal(t, call(t, tr, "files.write", `{"path":"docs/a"}`), kernel.StatusDenied, kernel.CodeOutsideCapability)
+		b := refusal(t, call(t, tr, "files.write", `{"path":"docs/a"}`), kernel.StatusDenied, kernel.CodeOutsideCapability)
+		if strings.Contains(b.Message, "secret_tool") || strings.Contains(f.aud.Last().Message, "secret_tool") {
+			t.Errorf("the refusal lists the turn's capabilities, naming a tool the caller is not shown: %q", b.Message)
+		}
 		if e := f.aud.Last(); e.Code != string(kernel.CodeOutsideCapability) || e.Action != "write" || e.Resource != "path:docs/a" || e.GrantID != "" {
 			t.Errorf("audit %+v, want outside_capability write on path:docs/a", e)
 		}

@@ -149,8 +149,10 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	c.ev.Action, c.ev.Resource = string(acc.Action), acc.Resource
 
 	// The turn's capabilities narrow before the grants decide; they can only refuse.
+	// The message does not list them: a capability may name tools this caller is not
+	// shown, and nothing is learnt about unpublished tools.
 	if !t.caps.Allows(e.tool.ID, string(acc.Action)) {
-		return c.refuse(ctx, Denied(CodeOutsideCapability, "this turn's capabilities (%s) do not allow %s %s", clip(t.caps.String(), 300), e.tool.ID, acc.Action).WithRetryable(false))
+		return c.refuse(ctx, Denied(CodeOutsideCapability, "this turn's capabilities do not allow %s %s", e.tool.ID, acc.Action).WithRetryable(false))
 	}
 
 	d := t.policy.Decide(policy.Request{
