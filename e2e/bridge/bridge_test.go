@@ -204,6 +204,7 @@ func TestGoSDKOverHTTP(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2025-11-25" {
 		t.Errorf("negotiated %q", v)
 	}
+	checkServerIdentity(t, cs.InitializeResult())
 	useTurn(t, cs)
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v", err)
@@ -232,9 +233,25 @@ func TestGoSDKOverHTTPStateless(t *testing.T) {
 	if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" || cs.ID() != "" {
 		t.Errorf("negotiated %q, session %q", v, cs.ID())
 	}
+	checkServerIdentity(t, cs.InitializeResult())
 	useTurn(t, cs)
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v", err)
+	}
+}
+
+// checkServerIdentity: both eras name toolgate, state that the catalogue never changes
+// under a turn, and carry the instructions that teach a model to read denials.
+func checkServerIdentity(t *testing.T, ir *mcp.InitializeResult) {
+	t.Helper()
+	if ir.ServerInfo == nil || ir.ServerInfo.Name != "toolgate" || ir.ServerInfo.Version == "" {
+		t.Errorf("serverInfo = %+v", ir.ServerInfo)
+	}
+	if ir.Capabilities == nil || ir.Capabilities.Tools == nil || ir.Capabilities.Tools.ListChanged {
+		t.Errorf("capabilities.tools = %+v, want listChanged false", ir.Capabilities)
+	}
+	if !strings.Contains(ir.Instructions, `_meta["toolgate/status"]`) || !strings.Contains(ir.Instructions, "toolgate.escalate") {
+		t.Errorf("instructions = %q", ir.Instructions)
 	}
 }
 
@@ -248,6 +265,7 @@ func TestGoSDKOverStdio(t *testing.T) {
 	if err != nil {
 		t.Fatalf("connect: %v; stderr:\n%s", err, stderr)
 	}
+	checkServerIdentity(t, cs.InitializeResult())
 	useTurn(t, cs)
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v; stderr:\n%s", err, stderr)

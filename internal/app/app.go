@@ -343,3 +343,11 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 
 // Close releases the store.
 func (a *App) Close() error { return a.st.Close() }
+
+// Instructions is what every MCP surface tells a harness's model in initialize and
+// server/discover: how to read toolgate's answers, so that a permission decision is not
+// mistaken for an outage.
+const Instructions = `toolgate publishes only the tools this caller may use, and authorizes every call on its exact arguments. ` +
+	`A refused or failed call is still a normal tool result: isError is true and _meta["toolgate/status"] is "denied" (a permission decision: retrying the same call will not help) ` +
+	`or "failed" (something went wrong; the body's "retryable" says whether to try again), with a stable reason code in _meta["toolgate/code"]. ` +
+	`Paths are relative to the workspace. To stop and ask a person to decide, call toolgate.escalate when it is listed; it ends the turn.`

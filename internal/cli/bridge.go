@@ -39,9 +39,12 @@ func newBridgeCmd(env *Env) *cobra.Command {
 one MCP session over Streamable HTTP (default) or stdio (--stdio).
 
 Over HTTP it prints the bridge URL as the first line of stdout and, unless --no-auth, an
-execution token as the second; clients send it as "Authorization: Bearer <token>". It
-serves until interrupted or until the client deletes the session. --no-auth drops the
-token check and is refused unless the listen address is loopback.
+execution token as the second; clients send it as "Authorization: Bearer <token>". Both
+protocol eras are served on the one endpoint: a 2025 client's initialize opens the
+bridge's single session, and the bridge then ends when that client deletes it; a
+stateless 2026-07-28 client never deletes anything, so the bridge serves until
+interrupted. --no-auth drops the token check and is refused unless the listen address is
+loopback.
 
 ` + capabilityHelp + `
 Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
@@ -150,14 +153,14 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 
 	if f.stdio {
 		defer turn.Close()
-		err := mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Logger: log})
+		err := mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Instructions: app.Instructions, Logger: log})
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("serving MCP over stdio: %w", err)
 		}
 		return nil
 	}
 
-	opts := mcpserver.BridgeOptions{Host: host, Port: port, ServerInfo: info, Logger: log, AllowedHosts: f.allowHosts}
+	opts := mcpserver.BridgeOptions{Host: host, Port: port, ServerInfo: info, Instructions: app.Instructions, Logger: log, AllowedHosts: f.allowHosts}
 	if !isLoopbackHost(host) {
 		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
 			opts.AllowedHosts = append(opts.AllowedHosts, host)

@@ -154,8 +154,9 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	}
 	defer turn.Close()
 	err = mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{
-		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: version.String()},
-		Logger:     log,
+		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+		Instructions: app.Instructions,
+		Logger:       log,
 	})
 	if err != nil && ctx.Err() == nil {
 		return fmt.Errorf("serving MCP over stdio: %w", err)

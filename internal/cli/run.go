@@ -189,8 +189,9 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		}
 		principal := f.principal
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-			ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: version.String()},
-			Logger:     log,
+			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+			Instructions: app.Instructions,
+			Logger:       log,
 			Authorize: func(token string, present bool) bool {
 				p, ok := a.VerifyToken(token)
 				return present && ok && p == principal

@@ -127,6 +127,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 			return a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "http"})
 		},
 		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+		Instructions: app.Instructions,
 		AllowedHosts: f.allowHosts,
 		Logger:       log,
 	})
