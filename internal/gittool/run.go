@@ -250,8 +250,12 @@ func (w cappedWriter) Write(p []byte) (int, error) {
 }
 
 // preflight refuses to go on unless the workspace root is the top of a repository
-// whose own config cannot make git run a program.
+// whose directory lies wholly inside the workspace and whose own config cannot make git
+// run a program.
 func (r *runner) preflight(ctx context.Context) error {
+	if err := r.checkRepoDir(ctx); err != nil {
+		return err
+	}
 	res, err := r.run(ctx, true, "", nil, "config", "--list", "--name-only", "--show-scope", "--no-includes", "-z")
 	if err != nil {
 		return err

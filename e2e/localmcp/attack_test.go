@@ -1,0 +1,83 @@
+package localmcp
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Attacks on the local tools through the real binary, by a model that drives the
+// tools and controls the workspace's contents (a cloned hostile repository).
+
+const pBash = "toolgate_local_bash"
+
+func gitName(s string) string { return "toolgate_local_git_" + s }
+
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("git not installed")
+	}
+}
+
+// gitIn runs a person's git (not toolgate's) to set up a fixture.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", append([]string{"-C", dir, "-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"}, args...)...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// outsideRepo makes a repository next to the workspace holding a private commit.
+func outsideRepo(t *testing.T, w *world) (dir, secret string) {
+	t.Helper()
+	dir = filepath.Join(w.parent, "private")
+	os.MkdirAll(dir, 0o755)
+	gitIn(t, dir, "init", "-q")
+	secret = "private-commit-7d1e"
+	os.WriteFile(filepath.Join(dir, "p.txt"), []byte(secret+"\n"), 0o644)
+	gitIn(t, dir, "add", "p.txt")
+	gitIn(t, dir, "commit", "-q", "-m", secret)
+	return dir, secret
+}
+
+// A workspace without a repository: bash writes a ".git" file pointing at a
+// repository outside the workspace, then the git tools are called.
+func TestAttackGitdirFileToOutsideRepository(t *testing.T) {
+	needGit(t)
+	w := newWorld(t)
+	os.RemoveAll(filepath.Join(w.ws, ".git"))
+	priv, secret := outsideRepo(t, w)
+	before := gitIn(t, priv, "rev-parse", "HEAD")
+	s := w.start(t)
+	if r := s.call(pBash, map[string]any{"command": "printf 'gitdir: " + priv + "/.git\\n' > .git && cat .git"}); r.isError || !strings.Contains(r.text, "gitdir:") {
+		t.Fatalf("bash could not plant the .git file: %+v", r)
+	}
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"log", map[string]any{}},
+		{"status", map[string]any{}},
+		{"show", map[string]any{"revision": "HEAD"}},
+		{"add", map[string]any{"paths": []string{"README.md"}}},
+		{"commit", map[string]any{"message": "x"}},
+	} {
+		r := s.refused(gitName(c.tool), c.args, "path_outside_workspace")
+		if strings.Contains(r.text, secret) {
+			t.Errorf("git_%s read the outside repository: %s", c.tool, r.text)
+		}
+	}
+	if after := gitIn(t, priv, "rev-parse", "HEAD"); after != before {
+		t.Errorf("outside repository's HEAD moved: %s -> %s", before, after)
+	}
+	if out := gitIn(t, priv, "status", "--porcelain"); out != "" {
+		t.Errorf("outside repository changed: %s", out)
+	}
+}

@@ -1,0 +1,136 @@
+package gittool
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/toolgate/toolgate/internal/kernel"
+)
+
+// maxRepoEntries bounds how many entries of the repository directory the link check
+// walks, so a hostile .git cannot make every call arbitrarily slow.
+const maxRepoEntries = 200000
+
+// checkRepoDir refuses a repository whose files live, wholly or partly, outside the
+// workspace. The work tree being the workspace is not enough: a ".git" file
+// ("gitdir: /elsewhere"), a commondir file, a symbolic link inside .git (objects,
+// refs, HEAD…) or an objects/info/alternates list can each make git read another
+// repository's history and, for add, commit and checkout, write into it. git runs
+// outside the sandbox, so the repository directory must be data the workspace owns.
+func (r *runner) checkRepoDir(ctx context.Context) error {
+	res, err := r.run(ctx, true, "", nil, "rev-parse", "--absolute-git-dir", "--git-common-dir")
+	if err != nil {
+		return err
+	}
+	if res.exitCode != 0 {
+		return r.failure("rev-parse", res)
+	}
+	lines := strings.Split(strings.TrimRight(string(res.stdout), "\n"), "\n")
+	if len(lines) != 2 {
+		return kernel.Failed(kernel.CodeToolFailed, "git rev-parse printed %q; expected the git directory and the common directory", res.stdout)
+	}
+	seen := map[string]bool{}
+	for _, d := range lines {
+		if !filepath.IsAbs(d) {
+			d = filepath.Join(r.ws.Dir(), d)
+		}
+		rel, err := r.inside(d)
+		if err != nil {
+			return err
+		}
+		if seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		if err := r.checkRepoTree(ctx, rel); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// inside resolves dir's links and returns it relative to the workspace, or refuses.
+func (r *runner) inside(dir string) (string, error) {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return "", kernel.Failed(kernel.CodeToolFailed, "resolving the repository directory: %v", stripPath(err))
+	}
+	rel, err := filepath.Rel(r.ws.Dir(), real)
+	if err != nil || rel == ".." || strings.HasPrefix(rel, "../") || filepath.IsAbs(rel) {
+		return "", kernel.Denied(kernel.CodePathOutsideWorkspace,
+			"the repository's git directory (%s) is outside the workspace (a .git file or commondir points elsewhere); the git tools refuse to use it", real)
+	}
+	return filepath.ToSlash(rel), nil
+}
+
+// checkRepoTree walks the repository directory rel (workspace-relative) without
+// following links and refuses any symbolic link in it (hooks/ aside: hooks never run),
+// and any alternates file that names object directories.
+func (r *runner) checkRepoTree(ctx context.Context, rel string) error {
+	n := 0
+	fsys := r.ws.Root().FS()
+	err := fs.WalkDir(fsys, rel, func(name string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if name == rel {
+				return err
+			}
+			return nil // unreadable parts are git's problem, not an escape
+		}
+		if n++; n > maxRepoEntries {
+			return fmt.Errorf("the repository directory has more than %d entries", maxRepoEntries)
+		}
+		if n%4096 == 0 && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if name == rel+"/hooks" {
+			return fs.SkipDir // never run: every call passes core.hooksPath=/dev/null
+		}
+		if d.Type()&fs.ModeSymlink != 0 {
+			return kernel.Denied(kernel.CodePathOutsideWorkspace,
+				"%s is a symbolic link inside the repository directory; git could follow it out of the workspace, so the git tools refuse to run", name)
+		}
+		return nil
+	})
+	if err != nil {
+		var ke *kernel.Error
+		if errors.As(err, &ke) {
+			return err
+		}
+		return kernel.Failed(kernel.CodeToolFailed, "checking the repository directory: %v", stripPath(err))
+	}
+	for _, alt := range []string{"objects/info/alternates", "objects/info/http-alternates"} {
+		f, err := r.ws.Root().Open(rel + "/" + alt)
+		if err != nil {
+			continue
+		}
+		sc := bufio.NewScanner(f)
+		nonEmpty := false
+		for sc.Scan() {
+			if l := strings.TrimSpace(sc.Text()); l != "" && !strings.HasPrefix(l, "#") {
+				nonEmpty = true
+				break
+			}
+		}
+		f.Close()
+		if nonEmpty {
+			return kernel.Denied(kernel.CodePathOutsideWorkspace,
+				"%s/%s lists other object directories; git would read objects from outside the workspace, so the git tools refuse to run", rel, alt)
+		}
+	}
+	return nil
+}
+
+// stripPath drops the absolute path an os error carries.
+func stripPath(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
