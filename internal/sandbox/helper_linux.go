@@ -67,6 +67,9 @@ func helperMain() int {
 	if err != nil {
 		return fail(fmt.Errorf("%s%w", execFailedPrefix, err))
 	}
+	if err := applyRlimits(cfg.Rlimits); err != nil {
+		return fail(err)
+	}
 	err = unix.Exec(path, cfg.Argv, cfg.Env)
 	return fail(fmt.Errorf("%sexecuting %s: %w", execFailedPrefix, cfg.Argv[0], err))
 }
@@ -117,7 +120,7 @@ func confine(cfg *helperConfig) error {
 		return fmt.Errorf("setting no_new_privs: %w", err)
 	}
 	if cfg.Landlock {
-		if err := restrictSelf(cfg.ReadOnly, cfg.Writable); err != nil {
+		if err := restrictSelf(cfg.ReadOnly, cfg.ReadDirOnly, cfg.Writable); err != nil {
 			return fmt.Errorf("landlock: %w", err)
 		}
 	}

@@ -72,10 +72,10 @@ func handledFor(abi int) uint64 {
 }
 
 // restrictSelf confines the calling thread (and whatever it execs) to reading and
-// executing under readOnly and doing anything under writable. Missing paths are
-// skipped. From ABI 6 on it also scopes abstract UNIX sockets and signals to the
-// sandbox.
-func restrictSelf(readOnly, writable []string) error {
+// executing under readOnly, listing directories under listOnly, and doing anything
+// under writable. Missing paths are skipped. From ABI 6 on it also scopes abstract UNIX
+// sockets and signals to the sandbox.
+func restrictSelf(readOnly, listOnly, writable []string) error {
 	abi := LandlockABI()
 	if abi < 1 {
 		return errors.New("landlock is not available in this kernel")
@@ -94,6 +94,11 @@ func restrictSelf(readOnly, writable []string) error {
 	defer unix.Close(ruleset)
 	for _, p := range readOnly {
 		if err := addPathRule(ruleset, p, llReadRights&handled); err != nil {
+			return err
+		}
+	}
+	for _, p := range listOnly {
+		if err := addPathRule(ruleset, p, unix.LANDLOCK_ACCESS_FS_READ_DIR); err != nil {
 			return err
 		}
 	}

@@ -19,13 +19,14 @@ var probeOnce = sync.OnceValue(probe)
 func Probe() Capabilities { return probeOnce() }
 
 func probe() Capabilities {
-	c := Capabilities{LandlockABI: LandlockABI(), Cgroup: cgroupKind()}
-	try := func(flags uintptr, cfg helperConfig) error {
+	c := Capabilities{LandlockABI: LandlockABI(), Rlimits: rlimitsText()}
+	cg := cgroupOnce()
+	try := func(flags uintptr, cfg helperConfig, leaf *cgroupLeaf) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		cfg.Mode = "probe"
 		cfg.Env = []string{"PATH=/usr/bin:/bin"}
-		state, setupErr, err := runHelper(ctx, cfg, flags, io.Discard, io.Discard)
+		state, setupErr, err := runHelper(ctx, cfg, flags, leaf, io.Discard, io.Discard)
 		if err != nil {
 			return err
 		}
@@ -45,12 +46,12 @@ func probe() Capabilities {
 		}
 		return err == nil
 	}
-	c.UserNS = note("user namespace", try(user, helperConfig{}))
+	c.UserNS = note("user namespace", try(user, helperConfig{}, nil))
 	if c.UserNS {
-		c.PIDNS = note("PID namespace", try(user|syscall.CLONE_NEWPID, helperConfig{}))
+		c.PIDNS = note("PID namespace", try(user|syscall.CLONE_NEWPID, helperConfig{}, nil))
 		c.MountNS = note("mount namespace with a private /proc",
-			try(user|syscall.CLONE_NEWPID|syscall.CLONE_NEWNS, helperConfig{MountProc: true}))
-		c.NetNS = note("network namespace", try(user|syscall.CLONE_NEWNET, helperConfig{NewNet: true}))
+			try(user|syscall.CLONE_NEWPID|syscall.CLONE_NEWNS, helperConfig{MountProc: true}, nil))
+		c.NetNS = note("network namespace", try(user|syscall.CLONE_NEWNET, helperConfig{NewNet: true}, nil))
 	}
 	if c.LandlockABI < 1 {
 		note("landlock", fmt.Errorf("not available in this kernel (needs Linux 5.13+ with landlock enabled in the LSM list)"))
@@ -58,33 +59,40 @@ func probe() Capabilities {
 	if firstErr == nil {
 		// Everything together, exactly as Run does it.
 		dir, err := os.MkdirTemp("", "toolgate-probe-")
+		var full helperConfig
 		if err == nil {
 			defer os.RemoveAll(dir)
-			err = try(cloneFlags(true), helperConfig{
+			full = helperConfig{
 				Dir: dir, NewNet: true, MountProc: true, Landlock: true, DropCaps: true,
-				ReadOnly: DefaultReadOnlyRoots, Writable: []string{dir},
-			})
+				Writable: []string{dir},
+			}
+			full.ReadOnly, full.ReadDirOnly, err = planReads(DefaultReadOnlyRoots, FilteredRoots)
+		}
+		if err == nil {
+			err = try(cloneFlags(true), full, nil)
 		}
 		note("full confinement", err)
+		if err == nil && cg.mode != cgNone {
+			// The same inside a cgroup leaf: only then are the cgroup limits promised.
+			leaf, lerr := cg.newLeaf(DefaultMaxProcesses, DefaultMaxMemory)
+			if lerr == nil {
+				lerr = try(cloneFlags(true), full, leaf)
+				leaf.remove()
+			}
+			if lerr != nil {
+				cg = cgroupSetup{why: fmt.Sprintf("none: starting a confined helper in a %s leaf failed: %v", cg.why, lerr)}
+			} else {
+				c.cgroupOK = true
+			}
+		}
 	}
+	c.Cgroup = cg.why
+	c.ProcessLimit = processLimitText(cg)
+	c.MemoryLimit = memoryLimitText(cg)
 	if firstErr != nil {
 		c.Reason = firstErr.Error()
 	} else {
 		c.Available = true
 	}
 	return c
-}
-
-// cgroupKind describes the cgroup hierarchy for status output.
-func cgroupKind() string {
-	if _, err := os.Stat("/sys/fs/cgroup/cgroup.controllers"); err == nil {
-		return "v2 (unified); not used for confinement"
-	}
-	if _, err := os.Stat("/sys/fs/cgroup/unified/cgroup.controllers"); err == nil {
-		return "v1 with a v2 hierarchy at /sys/fs/cgroup/unified; not used for confinement"
-	}
-	if _, err := os.Stat("/sys/fs/cgroup"); err == nil {
-		return "v1; not used for confinement"
-	}
-	return "none"
 }

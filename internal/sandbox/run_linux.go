@@ -60,6 +60,20 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if ro == nil {
 		ro = DefaultReadOnlyRoots
 	}
+	filtered := spec.FilteredRoots
+	if filtered == nil {
+		filtered = FilteredRoots
+	}
+	read, listOnly, err := planReads(ro, filtered)
+	if err != nil {
+		return nil, err
+	}
+	lim := limitsFor(spec, timeout)
+	leaf, err := cgroup().newLeaf(lim.procs, lim.memory)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	defer leaf.remove()
 	cfg := helperConfig{
 		Mode:      "exec",
 		Argv:      spec.Argv,
@@ -68,19 +82,30 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		NewNet:    !spec.AllowInternet,
 		MountProc: true,
 		Landlock:  true,
-		ReadOnly:  ro,
+		ReadOnly:  read,
 		Writable:  append([]string{spec.Dir, scratch}, spec.WritableRoots...),
 		Binds:     binds,
 		DropCaps:  true,
+
+		ReadDirOnly: listOnly,
+		Rlimits:     lim.rlimits(leaf),
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	out := newCappedOutput(maxOut, cancel)
+	stopWatch := watchLeaf(leaf, cancel)
 	start := time.Now()
-	state, setupErr, err := runHelper(runCtx, cfg, cloneFlags(!spec.AllowInternet), out.stdout(), out.stderr())
+	state, setupErr, err := runHelper(runCtx, cfg, cloneFlags(!spec.AllowInternet), leaf, out.stdout(), out.stderr())
 	res := &Result{Duration: time.Since(start)}
+	pidsHit := stopWatch()
 	res.Stdout, res.Stderr, res.Truncated = out.result()
+	switch {
+	case pidsHit:
+		res.LimitExceeded = "processes"
+	case leaf != nil && leaf.oomKilled():
+		res.LimitExceeded = "memory"
+	}
 	if errors.Is(err, errStart) {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -97,7 +122,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if ws, ok := state.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		res.Signal = ws.Signal().String()
 	}
-	if !res.Truncated && res.Signal != "" && runCtx.Err() != nil {
+	if !res.Truncated && !pidsHit && res.Signal != "" && runCtx.Err() != nil {
 		if ctx.Err() != nil {
 			return res, fmt.Errorf("sandbox: %w", ctx.Err())
 		}
@@ -192,7 +217,7 @@ func sortByDepth(b []bind) {
 
 // runHelper starts the re-executed helper with cfg in the given namespaces, waits for it
 // and reports its final state, or the setup failure it wrote to the status pipe.
-func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, stdout, stderr io.Writer) (*os.ProcessState, string, error) {
+func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgroupLeaf, stdout, stderr io.Writer) (*os.ProcessState, string, error) {
 	data, err := json.Marshal(cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("sandbox: encoding helper config: %w", err)
@@ -228,6 +253,10 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, stdout, std
 		// the command started. Pdeathsig covers toolgate itself dying.
 		Pdeathsig: syscall.SIGKILL,
 	}
+	if leaf != nil && leaf.fd >= 0 {
+		cmd.SysProcAttr.UseCgroupFD = true
+		cmd.SysProcAttr.CgroupFD = leaf.fd
+	}
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGKILL) }
 	cmd.WaitDelay = 5 * time.Second
 
@@ -243,6 +272,13 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, stdout, std
 	}
 	cfgR.Close()
 	stW.Close()
+	if err := leaf.enter(cmd.Process.Pid); err != nil {
+		// The helper is still waiting for its configuration: nothing has run.
+		_ = cmd.Process.Signal(syscall.SIGKILL)
+		cfgW.Close()
+		_ = cmd.Wait()
+		return nil, "", fmt.Errorf("%w: placing the helper in its cgroup: %v", errStart, err)
+	}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {

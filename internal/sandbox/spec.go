@@ -13,10 +13,22 @@ var ErrUnavailable = errors.New("sandbox unavailable")
 const (
 	DefaultTimeout   = 60 * time.Second
 	DefaultMaxOutput = 1 << 20
+
+	// DefaultMaxProcesses bounds the processes and threads of one call (cgroup
+	// pids.max, and RLIMIT_NPROC where that binds).
+	DefaultMaxProcesses = 512
+	// DefaultMaxMemory bounds memory: the whole call's in a cgroup (memory.max), else
+	// each process's address space (RLIMIT_AS).
+	DefaultMaxMemory = 4 << 30
+	// DefaultMaxFileSize is RLIMIT_FSIZE: no file can be written past 1 GiB.
+	DefaultMaxFileSize = 1 << 30
+	// DefaultMaxOpenFiles is RLIMIT_NOFILE for every process of the call.
+	DefaultMaxOpenFiles = 4096
 )
 
 // DefaultReadOnlyRoots are the system directories a confined command may read and
-// execute from. /dev is not among them: only /dev/null, /dev/zero, /dev/full (read and
+// execute from. Those also in FilteredRoots (/etc) are not granted whole: see
+// FilteredRoots. /dev is not among them: only /dev/null, /dev/zero, /dev/full (read and
 // write), /dev/random and /dev/urandom (read) are reachable, and /dev can be listed, so a
 // command running as its owner cannot read a raw disk. Everything else outside the writable roots (home directories, /root,
 // /tmp, toolgate's data directory, /var) is neither readable nor writable. Missing
@@ -24,6 +36,24 @@ const (
 var DefaultReadOnlyRoots = []string{
 	"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc", "/opt",
 	"/nix/store", "/snap", "/run/systemd/resolve", "/proc", "/sys",
+}
+
+// FilteredRoots are read-only roots granted entry by entry rather than whole, so that
+// secrets in them stay unreadable even when the sandbox's uid owns them (toolgate run
+// as root). Under a filtered root, an entry is readable only when any user of the
+// machine could read it anyway: a file must have the others-read bit, a directory the
+// others-read and others-search bits; symbolic links are never followed (their
+// target is readable only if it is itself allowed); and the names in
+// SecretNames are refused whatever their mode. Names in the directories remain
+// listable.
+var FilteredRoots = []string{"/etc"}
+
+// SecretNames are paths (relative to a filtered root, shell patterns per element)
+// that are never readable, even when a misconfigured host makes them world-readable.
+var SecretNames = []string{
+	"shadow", "shadow-", "gshadow", "gshadow-", "sudoers", "sudoers.d",
+	"security/opasswd", "ssh/ssh_host_*_key", "ssh/*_key", "ssl/private",
+	"master.passwd", "krb5.keytab",
 }
 
 // Spec describes one confined command.
@@ -49,12 +79,23 @@ type Spec struct {
 	WritableRoots []string
 	// ReadOnlyRoots replaces DefaultReadOnlyRoots when non-nil.
 	ReadOnlyRoots []string
+	// FilteredRoots replaces the package's FilteredRoots when non-nil.
+	FilteredRoots []string
 	// ReadOnlyPaths are existing files or directories inside a writable root that must
 	// stay read-only (for example <workspace>/.git/config). Each is bind-mounted
 	// read-only and every ancestor between it and its writable root is pinned (made a
 	// mount point) so it cannot be renamed or replaced. Missing paths are skipped; a path
 	// that is a symbolic link refuses the call.
 	ReadOnlyPaths []string
+
+	// Resource limits; zero means the package default. MaxProcesses counts processes
+	// and threads; MaxMemory is bytes for the whole call under a cgroup, else per
+	// process address space; MaxFileSize is the largest file a process may write;
+	// MaxOpenFiles is per process. CPU time per process is limited to the timeout.
+	MaxProcesses int
+	MaxMemory    int64
+	MaxFileSize  int64
+	MaxOpenFiles int
 }
 
 // Result is what a confined command did.
@@ -68,7 +109,13 @@ type Result struct {
 	TimedOut bool
 	// Truncated is set when output exceeded MaxOutput and the tree was killed.
 	Truncated bool
-	Duration  time.Duration
+	// LimitExceeded names the resource limit toolgate saw reached: "processes" (the
+	// cgroup's pids.max was hit; the tree was then killed) or "memory" (the cgroup's
+	// OOM killer ran). Empty when no cgroup is in use or no limit was hit; limits
+	// enforced by rlimits show up as the command's own errors or signals (SIGXCPU,
+	// SIGXFSZ).
+	LimitExceeded string
+	Duration      time.Duration
 }
 
 // helperArg0 is the argv[0] that turns a re-executed binary into the setup helper.
@@ -101,6 +148,19 @@ type helperConfig struct {
 	Writable  []string `json:"writable"`
 	Binds     []bind   `json:"binds"`
 	DropCaps  bool     `json:"drop_caps"`
+	// ReadDirOnly are directories granted only listing (the filtered roots and their
+	// split directories).
+	ReadDirOnly []string `json:"read_dir_only"`
+	// Rlimits are set right before execve (after setup, so the helper's own runtime is
+	// never starved by them).
+	Rlimits []rlimit `json:"rlimits"`
+}
+
+// rlimit is one setrlimit call the helper makes.
+type rlimit struct {
+	Resource int    `json:"resource"`
+	Cur      uint64 `json:"cur"`
+	Max      uint64 `json:"max"`
 }
 
 // Capabilities is what confinement this machine provides, as measured by actually
@@ -112,10 +172,19 @@ type Capabilities struct {
 	NetNS   bool `json:"network_namespace"`
 	// LandlockABI is the kernel's Landlock ABI version, 0 when absent.
 	LandlockABI int `json:"landlock_abi"`
-	// Cgroup describes the cgroup hierarchy seen; cgroups are not used for confinement.
+	// Cgroup says which cgroup, if any, each call runs in, and why none otherwise.
 	Cgroup string `json:"cgroup"`
+	// ProcessLimit and MemoryLimit say what bounds a call's process count and memory
+	// on this machine (a cgroup, an rlimit, or nothing, with the reason).
+	ProcessLimit string `json:"process_limit"`
+	MemoryLimit  string `json:"memory_limit"`
+	// Rlimits are the per-process limits every call gets.
+	Rlimits string `json:"rlimits"`
 	// Available is true when Run can provide every layer it promises.
 	Available bool `json:"available"`
 	// Reason says why not, when Available is false.
 	Reason string `json:"reason,omitempty"`
+
+	// cgroupOK is set when a confined helper was started in a cgroup leaf.
+	cgroupOK bool
 }
