@@ -1,0 +1,11 @@
+// Package tsclient holds the interop tests in which the official MCP TypeScript SDK
+// (@modelcontextprotocol/sdk, pinned in testdata/npm/package.json) is the client of
+// the real toolgate binary: StreamableHTTPClientTransport against `toolgate bridge`,
+// against the bridge `toolgate run` opens for a harness, and against `toolgate serve`
+// (owner and minted tokens); StdioClientTransport spawning `toolgate mcp`. A feature
+// only counts once a peer other than our own Go code uses it, so each test runs a
+// scripted session (testdata/tsclient.mjs, plain ESM run by Node 22) and checks the
+// one JSON line it prints: catalogue and catalogHash, allowed calls, refusals as
+// results with their reason codes, elicitation, DELETE and the 404 that follows, and
+// the protocol version each side negotiated.
+package tsclient
