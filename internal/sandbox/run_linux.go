@@ -64,7 +64,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if filtered == nil {
 		filtered = FilteredRoots
 	}
-	read, listOnly, err := planReads(ro, filtered)
+	read, listOnly, err := planReadsCached(ro, filtered)
 	if err != nil {
 		return nil, err
 	}

@@ -50,6 +50,11 @@ type Options struct {
 	// (read-only) and the workspace plus scratch (writable), e.g. a toolchain or a
 	// module cache.
 	ExtraReadOnly, ExtraWritable []string
+	// MaxProcesses, MaxMemory and MaxFileSize are per-call resource limits (the
+	// sandbox's defaults when zero; see sandbox.Spec).
+	MaxProcesses int
+	MaxMemory    int64
+	MaxFileSize  int64
 }
 
 func (o Options) withDefaults() Options {
@@ -132,6 +137,9 @@ func (r *Runner) Run(ctx context.Context, argv []string, allowInternet bool, tim
 		WritableRoots: r.opts.ExtraWritable,
 		ReadOnlyRoots: roRoots,
 		ReadOnlyPaths: ro,
+		MaxProcesses:  r.opts.MaxProcesses,
+		MaxMemory:     r.opts.MaxMemory,
+		MaxFileSize:   r.opts.MaxFileSize,
 	})
 }
 
@@ -184,11 +192,13 @@ func (r *Runner) bashTool() *kernel.Tool {
 		"$schema": "https://json-schema.org/draft/2020-12/schema",
 		"type":    "object",
 		"properties": map[string]any{
-			"exit_code":   map[string]any{"type": "integer", "description": "Exit status; -1 when ended by a signal."},
-			"signal":      map[string]any{"type": "string"},
-			"stdout":      map[string]any{"type": "string"},
-			"stderr":      map[string]any{"type": "string"},
-			"truncated":   map[string]any{"type": "boolean", "description": "Output reached the cap; the command was stopped there."},
+			"exit_code": map[string]any{"type": "integer", "description": "Exit status; -1 when ended by a signal."},
+			"signal":    map[string]any{"type": "string"},
+			"stdout":    map[string]any{"type": "string"},
+			"stderr":    map[string]any{"type": "string"},
+			"truncated": map[string]any{"type": "boolean", "description": "Output reached the cap; the command was stopped there."},
+			"limit_exceeded": map[string]any{"type": "string", "enum": []string{"processes", "memory"},
+				"description": "A resource limit of the call was reached: processes (the process limit; the command was stopped) or memory (the kernel killed a process of the call)."},
 			"duration_ms": map[string]any{"type": "integer", "minimum": 0},
 		},
 		"required":             []string{"exit_code", "stdout", "stderr", "truncated", "duration_ms"},
@@ -219,16 +229,19 @@ func describe(c sandbox.Capabilities, internet bool) string {
 	if internet {
 		net = "network allowed"
 	}
-	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only.", c.LandlockABI, net)
+	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
+		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, sandbox.DefaultMaxFileSize>>20, sandbox.DefaultMaxOpenFiles)
 }
 
 type bashResult struct {
-	ExitCode   int    `json:"exit_code"`
-	Signal     string `json:"signal,omitempty"`
-	Stdout     string `json:"stdout"`
-	Stderr     string `json:"stderr"`
-	Truncated  bool   `json:"truncated"`
-	DurationMS int64  `json:"duration_ms"`
+	ExitCode  int    `json:"exit_code"`
+	Signal    string `json:"signal,omitempty"`
+	Stdout    string `json:"stdout"`
+	Stderr    string `json:"stderr"`
+	Truncated bool   `json:"truncated"`
+	// LimitExceeded is "processes" or "memory" when the call reached that limit.
+	LimitExceeded string `json:"limit_exceeded,omitempty"`
+	DurationMS    int64  `json:"duration_ms"`
 }
 
 func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
@@ -267,6 +280,8 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 		Stderr:     strings.ToValidUTF8(string(res.Stderr), string(utf8.RuneError)),
 		Truncated:  res.Truncated,
 		DurationMS: res.Duration.Milliseconds(),
+
+		LimitExceeded: res.LimitExceeded,
 	}
 	return &kernel.Output{Text: render(br, r.opts.MaxOutput), Structured: br}, nil
 }
@@ -288,6 +303,12 @@ func render(b bashResult, max int) string {
 	}
 	if b.Truncated {
 		fmt.Fprintf(&s, "[output truncated: the %d-byte cap was reached and the command was stopped]\n", max)
+	}
+	switch b.LimitExceeded {
+	case "processes":
+		s.WriteString("[process limit reached: a fork was refused, so the command was stopped]\n")
+	case "memory":
+		s.WriteString("[memory limit reached: the kernel killed a process of this command]\n")
 	}
 	if b.Signal != "" {
 		fmt.Fprintf(&s, "[killed by signal: %s]", b.Signal)

@@ -389,3 +389,44 @@ func BenchmarkBashTrue(b *testing.B) {
 		}
 	}
 }
+
+func TestForkBombReportsProcessLimit(t *testing.T) {
+	requireSandbox(t)
+	if c := sandbox.Probe(); !strings.HasPrefix(c.ProcessLimit, "cgroup") {
+		t.Skipf("no cgroup process limit on this machine: %s", c.ProcessLimit)
+	}
+	mark := marker(t)
+	tool := bashTool(t, openWS(t), shelltool.Options{MaxProcesses: 64})
+	text, m := mustRun(t, tool, `: `+mark+`
+bomb() { bomb | bomb & }; bomb; wait; sleep 1000`)
+	if m["limit_exceeded"] != "processes" {
+		t.Errorf("structured = %v", m)
+	}
+	if !strings.Contains(text, "[process limit reached") {
+		t.Errorf("text lacks the process-limit marker: %q", text)
+	}
+	if procHasMarker(mark) {
+		t.Errorf("fork bomb processes survived the call")
+	}
+}
+
+func TestEtcSecretsAndFileCap(t *testing.T) {
+	requireSandbox(t)
+	ws := openWS(t)
+	tool := bashTool(t, ws, shelltool.Options{MaxFileSize: 1 << 20})
+	text, m := mustRun(t, tool, `cat /etc/shadow >/dev/null 2>&1 && echo READ-SHADOW
+cat /etc/passwd >/dev/null && echo passwd-ok
+dd if=/dev/zero of=big bs=64k count=32 2>/dev/null; echo "dd $?"`)
+	if strings.Contains(text, "READ-SHADOW") || !strings.Contains(text, "passwd-ok") {
+		t.Errorf("/etc: %q", text)
+	}
+	if !strings.Contains(text, "dd 153") {
+		t.Errorf("dd past the 1 MiB cap did not fail with SIGXFSZ: %q", text)
+	}
+	if _, ok := m["limit_exceeded"]; ok {
+		t.Errorf("limit_exceeded set for an rlimit: %v", m)
+	}
+	if fi, err := os.Stat(filepath.Join(ws.Dir(), "big")); err != nil || fi.Size() != 1<<20 {
+		t.Errorf("big: %v", err)
+	}
+}

@@ -1,0 +1,47 @@
+//go:build linux
+
+package sandbox
+
+import "testing"
+
+func TestPlanReadsSplitsOnlyWhereNeeded(t *testing.T) {
+	read, list, err := planReads(DefaultReadOnlyRoots, FilteredRoots)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d read rules, %d list-only directories", len(read), len(list))
+	for _, p := range read {
+		if p == "/etc" || p == "/etc/shadow" || p == "/etc/gshadow" {
+			t.Errorf("read rule for %s", p)
+		}
+	}
+	has := map[string]bool{}
+	for _, p := range read {
+		has[p] = true
+	}
+	for _, p := range []string{"/usr", "/etc/passwd", "/etc/hosts"} {
+		if !has[p] {
+			t.Errorf("no read rule for %s", p)
+		}
+	}
+}
+
+func TestIsSecretName(t *testing.T) {
+	for rel, want := range map[string]bool{
+		"shadow": true, "ssh/ssh_host_rsa_key": true, "ssh/ssh_host_rsa_key.pub": false,
+		"sudoers.d/x": true, "ssh": false, "passwd": false, "security/opasswd": true,
+		"ssl/private/key.pem": true, "ssl/certs": false,
+	} {
+		if got := isSecretName(rel); got != want {
+			t.Errorf("isSecretName(%q) = %v, want %v", rel, got, want)
+		}
+	}
+}
+
+func BenchmarkPlanReads(b *testing.B) {
+	for b.Loop() {
+		if _, _, err := planReads(DefaultReadOnlyRoots, FilteredRoots); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
