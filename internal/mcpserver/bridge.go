@@ -45,6 +45,9 @@ type BridgeOptions struct {
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
+	// ReadBodyTimeout bounds how long a client may take to send a request body
+	// after its headers (a slow body); default DefaultBodyTimeout.
+	ReadBodyTimeout time.Duration
 	// Logger receives failures (never tokens or arguments); nil discards.
 	Logger *slog.Logger
 }
@@ -126,8 +129,15 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	if readHeader <= 0 {
 		readHeader = 10 * time.Second
 	}
+	readBody := opts.ReadBodyTimeout
+	if readBody <= 0 {
+		readBody = DefaultBodyTimeout
+	}
 	b.srv = &http.Server{
-		Handler:           b.core,
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			withBodyDeadline(w, r, readBody)
+			b.core.ServeHTTP(w, r)
+		}),
 		ReadHeaderTimeout: readHeader,
 		MaxHeaderBytes:    64 << 10,
 		IdleTimeout:       2 * time.Minute,

@@ -61,3 +61,6 @@ func CheckSessionBookkeeping(h *Handler) error {
 	}
 	return nil
 }
+
+// GuardWithBodyTimeout is Guard with a body timeout other than DefaultBodyTimeout.
+var GuardWithBodyTimeout = guardWith

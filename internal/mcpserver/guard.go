@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Guard refuses requests a browser could forge against a loopback server, before
@@ -17,13 +18,23 @@ import (
 //   - an Origin header whose host is not allowed the same way (including "null")
 //     → 403 {"error":"forbidden_origin"};
 //   - a POST whose Content-Type is not application/json → 415, so a cross-site
-//     "simple" text/plain POST never runs.
+//     "simple" text/plain POST never runs; so is a POST with more than one
+//     Content-Type or with a Content-Encoding other than identity (the body is
+//     never decompressed, so a gzip body would be misread).
+//
+// It also gives every request body DefaultBodyTimeout to arrive (see
+// withBodyDeadline), on every route behind it.
 //
 // allowedHosts entries are host names, optionally with a port ("gw.internal",
 // "10.0.0.5:7077"); a deliberate non-loopback bind lists its names here.
 func Guard(next http.Handler, allowedHosts []string) http.Handler {
+	return guardWith(next, allowedHosts, DefaultBodyTimeout)
+}
+
+func guardWith(next http.Handler, allowedHosts []string, bodyTimeout time.Duration) http.Handler {
 	g := newGuard(allowedHosts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		withBodyDeadline(w, r, bodyTimeout)
 		if ref := g.check(r); ref != refuseNone {
 			writeRefusal(w, ref)
 			return
@@ -86,10 +97,44 @@ func (g *guard) check(r *http.Request) refusal {
 		}
 	}
 	if r.Method == http.MethodPost {
-		mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+		// Exactly one Content-Type: with two, a filter in front and this server
+		// could each read a different one.
+		cts := r.Header.Values("Content-Type")
+		if len(cts) != 1 {
+			return refuseUnsupportedMediaType
+		}
+		mt, _, err := mime.ParseMediaType(cts[0])
 		if err != nil || mt != "application/json" {
 			return refuseUnsupportedMediaType
 		}
+		// The body is read as sent: a coded body (gzip, …) would be read as
+		// something it is not, so it is refused rather than misread.
+		for _, ce := range r.Header.Values("Content-Encoding") {
+			if !strings.EqualFold(strings.TrimSpace(ce), "identity") {
+				return refuseUnsupportedMediaType
+			}
+		}
 	}
 	return refuseNone
+}
+
+// DefaultBodyTimeout bounds how long a client may take to send a request body once
+// its headers are in. Without it a slow body (or a chunked one that never ends)
+// holds a connection and its goroutine forever — even for a client that is
+// refused 401, because the server drains what is left of a body before it
+// answers. A 4 MiB body on loopback takes milliseconds.
+const DefaultBodyTimeout = 30 * time.Second
+
+// withBodyDeadline gives a request with a body until d to send all of it, by
+// setting the connection's read deadline. net/http clears that deadline itself
+// when the body has been read to its end (it starts its background read then),
+// so a long call that follows is never cut off. A body the handler does not read
+// (a refusal) keeps the deadline, which bounds the server's own drain of it; a
+// body that does not arrive in time fails to read and its connection is closed.
+func withBodyDeadline(w http.ResponseWriter, r *http.Request, d time.Duration) {
+	if d <= 0 || r.ContentLength == 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	// An in-memory recorder has no connection; there is nothing to bound.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(d))
 }

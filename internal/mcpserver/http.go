@@ -178,6 +178,11 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseUnauthorized)
 		return
 	}
+	if len(r.Header.Values(headerProtocolVersion)) > 1 {
+		// Two versions are two readings of one request: refused, never resolved.
+		writeRefusal(w, refuseBadProtocolVersion)
+		return
+	}
 	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && !(c.stateless && v == ModernVersion) {
 		c.refuseVersion(w, r, v)
 		return
@@ -486,6 +491,15 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]jso
 	}
 	if v, ok := modernVersionOf(meta); ok && v == ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
 		return mismatch("MCP-Protocol-Version must equal _meta[\"" + MetaProtocolVersion + "\"]")
+	}
+	// Each standard header must be sent at most once: with two, the server and an
+	// intermediary routing on the header could read different values (one takes
+	// the first, another the last), which is the smuggling the headers exist to
+	// prevent.
+	for _, h := range []string{"Mcp-Method", "Mcp-Name"} {
+		if len(r.Header.Values(h)) > 1 {
+			return mismatch(h + " must be sent once")
+		}
 	}
 	if m.IsNotification() {
 		return nil
