@@ -81,3 +81,26 @@ func TestAttackGitdirFileToOutsideRepository(t *testing.T) {
 		t.Errorf("outside repository changed: %s", out)
 	}
 }
+
+// A patch built to make hunk placement quadratic (a 20k-line context ending in a line
+// found nowhere, against a million identical lines) is refused after a bounded search
+// instead of holding the server for minutes, and the file is left as it was.
+func TestAttackPatchSearchBlowup(t *testing.T) {
+	w := newWorld(t)
+	s := w.start(t)
+	content := strings.Repeat("a\n", 1_000_000)
+	s.ok(pWrite, map[string]any{"path": "big.txt", "content": content})
+	p := "--- a/big.txt\n+++ b/big.txt\n@@ -1,20001 +1,20001 @@\n" + strings.Repeat(" a\n", 20000) + "-b\n+c\n"
+	r := s.refused(pPatch, map[string]any{"patch": p}, "tool_failed")
+	if !strings.Contains(r.text, "line comparisons") {
+		t.Errorf("refusal = %s", r.text)
+	}
+	if b, err := os.ReadFile(filepath.Join(w.ws, "big.txt")); err != nil || string(b) != content {
+		t.Errorf("big.txt changed (%d bytes, %v)", len(b), err)
+	}
+	// The server still answers.
+	if got := s.ok(pRead, map[string]any{"path": "README.md"}); got != "one\ntwo\nthree\n" {
+		t.Errorf("read after the refused patch = %q", got)
+	}
+	w.unchanged(t)
+}

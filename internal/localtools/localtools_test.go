@@ -595,3 +595,28 @@ func BenchmarkReadFile(b *testing.B) {
 		}
 	}
 }
+
+// A hunk whose long context ends in a line found nowhere, against a long file of
+// identical lines, used to cost lines × context comparisons (86 s for 20k × 1M through
+// the binary; hours for larger hunks). The search budget refuses it, and a patch whose
+// context sits at its stated line still applies in the same large file.
+func TestApplyPathologicalSearchBounded(t *testing.T) {
+	in := splitText(strings.Repeat("a\n", 1_000_000))
+	const k = 20000
+	hs, err := parsePatch("--- a/f\n+++ b/f\n@@ -1,20001 +1,20001 @@\n" + strings.Repeat(" a\n", k) + "-b\n+c\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = apply("f", in, hs[0].hunks)
+	if err == nil || !strings.Contains(err.Error(), "line comparisons") {
+		t.Fatalf("apply = %v; want the search-budget refusal", err)
+	}
+	hs, err = parsePatch("--- a/f\n+++ b/f\n@@ -999990,3 +999990,3 @@\n a\n-a\n+b\n a\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := apply("f", in, hs[0].hunks)
+	if err != nil || len(out.lines) != 1_000_000 || out.lines[999990] != "b" {
+		t.Errorf("exact-position hunk in a large file: %v", err)
+	}
+}

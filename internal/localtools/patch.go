@@ -244,7 +244,24 @@ func (t text) String() string {
 // apply applies every hunk to t or fails without changing anything. Context must match
 // exactly; a hunk may sit at a different line than its header says (the file moved),
 // and the nearest exact match is used.
+//
+// Placing a hunk away from its stated line is a search, and a hostile patch (a long
+// context ending in a line found nowhere, against a long file of identical lines) can
+// make that search cost lines × context comparisons: hours for inputs within the size
+// limits. The search therefore has a budget of maxPatchCompares line comparisons for
+// the whole patch; past it the patch is refused and nothing changes.
 func apply(name string, t text, hunks []hunk) (text, error) {
+	budget := maxPatchCompares
+	return applyBudget(name, t, hunks, &budget)
+}
+
+// maxPatchCompares bounds the line comparisons one patch may spend placing its hunks
+// (well under a second); a patch whose headers give the real line numbers needs about
+// one comparison per context line.
+const maxPatchCompares = 1 << 25
+
+// applyBudget is apply drawing on a budget shared by every file of one patch.
+func applyBudget(name string, t text, hunks []hunk, budget *int) (text, error) {
 	out := text{nl: t.nl}
 	cursor := 0 // next unconsumed line of t
 	delta := 0
@@ -262,7 +279,10 @@ func apply(name string, t text, hunks []hunk) (text, error) {
 		if h.oldCount == 0 {
 			want = h.oldStart + delta // "@@ -5,0" inserts after line 5
 		}
-		pos := findBlock(t.lines, old, want, cursor)
+		pos := findBlock(t.lines, old, want, cursor, budget)
+		if pos == errBudget {
+			return text{}, fmt.Errorf("hunk %d of %s could not be placed: searching for its context took more than %d line comparisons; give the hunk's real line numbers", n+1, name, maxPatchCompares)
+		}
 		if pos < 0 {
 			return text{}, fmt.Errorf("hunk %d of %s does not apply: %s", n+1, name, mismatch(t.lines, old, want))
 		}
@@ -281,8 +301,12 @@ func apply(name string, t text, hunks []hunk) (text, error) {
 	return out, nil
 }
 
-// findBlock returns where old occurs in lines at or after min, nearest to want, or -1.
-func findBlock(lines, old []string, want, min int) int {
+// errBudget is findBlock's answer when the comparison budget ran out.
+const errBudget = -2
+
+// findBlock returns where old occurs in lines at or after min, nearest to want, or -1;
+// errBudget when *budget line comparisons were not enough to decide.
+func findBlock(lines, old []string, want, min int, budget *int) int {
 	// Clamp, so a header claiming line 10^9 of a ten-line file costs ten probes, not 10^9.
 	if want > len(lines) {
 		want = len(lines)
@@ -295,6 +319,7 @@ func findBlock(lines, old []string, want, min int) int {
 			return false
 		}
 		for i, s := range old {
+			*budget--
 			if lines[p+i] != s {
 				return false
 			}
@@ -302,6 +327,9 @@ func findBlock(lines, old []string, want, min int) int {
 		return true
 	}
 	for d := 0; want-d >= min || want+d <= len(lines); d++ {
+		if *budget <= 0 {
+			return errBudget
+		}
 		if match(want + d) {
 			return want + d
 		}

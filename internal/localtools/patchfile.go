@@ -131,6 +131,7 @@ func patchFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, er
 		existed bool
 	}
 	var changes []change
+	budget := maxPatchCompares // shared by every file, so 256 files cannot multiply it
 	// Phase 1: read and patch everything in memory; any failure changes nothing.
 	for _, t := range targets {
 		mode, exists, err := checkWritable(ws, t.rel)
@@ -158,7 +159,7 @@ func patchFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, er
 		case t.fp.oldName != "" && !exists:
 			return nil, kernel.Failed(kernel.CodeToolFailed, "the patch changes %s, but it does not exist; nothing was changed", t.rel)
 		}
-		res, err := apply(t.rel, splitText(string(cur)), t.fp.hunks)
+		res, err := applyBudget(t.rel, splitText(string(cur)), t.fp.hunks, &budget)
 		if err != nil {
 			return nil, kernel.Failed(kernel.CodeToolFailed, "%v; nothing was changed", err)
 		}
