@@ -150,10 +150,15 @@ func TestBridge(t *testing.T) {
 		t.Errorf("no session id after initialize")
 	}
 	checkList(t, s.Steps[0], []string{"toolgate.escalate"}, goHash)
+	// escalate declares an outputSchema, so the SDK validated its
+	// structuredContent below (a mismatch would have thrown).
+	if !slices.Equal(s.Steps[0].WithOutputSchema, []string{"toolgate.escalate"}) {
+		t.Errorf("tools with an outputSchema: %q", s.Steps[0].WithOutputSchema)
+	}
 	checkRefused(t, s.Steps[1], "denied", "tool_unavailable")
 	checkRefused(t, s.Steps[2], "failed", "invalid_arguments")
 	esc := s.Steps[3]
-	if esc.Result == nil || esc.Result.IsError || esc.Result.StructuredContent["escalated"] != true ||
+	if esc.Thrown != "" || esc.Result == nil || esc.Result.IsError || esc.Result.StructuredContent["escalated"] != true ||
 		esc.Result.StructuredContent["reason"] != "need a person" || !strings.Contains(esc.Result.text(), "need a person") {
 		t.Errorf("toolgate.escalate = %+v", esc)
 	}

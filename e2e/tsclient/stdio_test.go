@@ -45,7 +45,9 @@ func goHashOverMCP(t *testing.T, env []string, args []string) string {
 // (path_outside_workspace) and a call without its required argument
 // (invalid_arguments), answers ask_user through the elicitation handler it
 // registered (a server-to-client elicitation/create, the session-based era the
-// SDK speaks), and closing stdin ends toolgate mcp with exit code 0.
+// SDK speaks), runs bash in the sandbox with structuredContent the SDK validates
+// against the published outputSchema, and closing stdin ends toolgate mcp with
+// exit code 0.
 func TestStdioMCP(t *testing.T) {
 	c := newTSClient(t)
 	for _, tc := range []struct {
@@ -79,10 +81,11 @@ func TestStdioMCP(t *testing.T) {
 					call(p+"write_file", map[string]any{"path": secret, "content": "pwned"}),
 					call(p+"read_file", map[string]any{}),
 					call(p+"ask_user", map[string]any{"question": "Proceed with merge?"}),
+					call(p+"bash", map[string]any{"command": "printf hi; cat docs/new.md >&2"}),
 					closeOp(),
 				},
 			})
-			mustOK(t, s, 9)
+			mustOK(t, s, 10)
 			checkNegotiated(t, s)
 			if s.SessionID != "" {
 				t.Errorf("a stdio session has a session id %q", s.SessionID)
@@ -120,7 +123,17 @@ func TestStdioMCP(t *testing.T) {
 			if len(s.Asked) != 1 || s.Asked[0] != "Proceed with merge?" {
 				t.Errorf("the elicitation handler was asked %q", s.Asked)
 			}
-			if cl := s.Steps[8]; cl.ExitCode == nil || *cl.ExitCode != 0 || cl.SignalCode != nil {
+			// bash declares an outputSchema: the SDK validated the structuredContent
+			// it returned against it (callTool throws on a mismatch).
+			if !slices.Contains(s.Steps[0].WithOutputSchema, p+"bash") {
+				t.Errorf("bash publishes no outputSchema: %q", s.Steps[0].WithOutputSchema)
+			}
+			if st := s.Steps[8]; st.Thrown != "" || st.Result == nil || st.Result.IsError ||
+				st.Result.StructuredContent["stdout"] != "hi" || st.Result.StructuredContent["stderr"] != "fresh\n" ||
+				st.Result.StructuredContent["exit_code"] != float64(0) {
+				t.Errorf("bash = %+v", st)
+			}
+			if cl := s.Steps[9]; cl.ExitCode == nil || *cl.ExitCode != 0 || cl.SignalCode != nil {
 				t.Errorf("toolgate mcp after stdin closed: exit %v signal %v", cl.ExitCode, cl.SignalCode)
 			}
 		})

@@ -47,9 +47,10 @@ type session struct {
 type step struct {
 	Op string
 	// list
-	Names      []string
-	Meta       map[string]any
-	NextCursor *string `json:"nextCursor"`
+	Names            []string
+	WithOutputSchema []string `json:"withOutputSchema"`
+	Meta             map[string]any
+	NextCursor       *string `json:"nextCursor"`
 	// call
 	Name   string
 	Result *toolResult

@@ -23,7 +23,7 @@
 //                                                       (a JSON-RPC error back to toolgate), any other is
 //                                                       accepted with {answer: prefix + message}
 //   steps: [
-//     {op: "list"}                                      tools/list → {names, meta}
+//     {op: "list"}                                      tools/list → {names, withOutputSchema, meta}
 //     {op: "call", name, arguments}                     tools/call → the CallToolResult, or {thrown}
 //     {op: "close"}                                     HTTP: DELETE the session, then close;
 //                                                       stdio: close (EOF), report the child's exit
@@ -141,7 +141,15 @@ async function main() {
     switch (step.op) {
       case "list": {
         const res = await client.listTools();
-        out.steps.push({ op: "list", names: res.tools.map((t) => t.name), meta: res._meta ?? null, nextCursor: res.nextCursor ?? null });
+        out.steps.push({
+          op: "list",
+          names: res.tools.map((t) => t.name),
+          // The SDK validates these tools' structuredContent against the schema
+          // on every call (callTool throws on a mismatch).
+          withOutputSchema: res.tools.filter((t) => t.outputSchema).map((t) => t.name),
+          meta: res._meta ?? null,
+          nextCursor: res.nextCursor ?? null,
+        });
         break;
       }
       case "call": {
