@@ -135,12 +135,19 @@ func useTurn(t *testing.T, cs *mcp.ClientSession) {
 	if err != nil {
 		t.Fatalf("tools/list: %v", err)
 	}
-	found := false
+	names := map[string]bool{}
 	for _, tool := range list.Tools {
-		found = found || tool.Name == "toolgate.escalate"
+		names[tool.Name] = true
 	}
-	if !found {
-		t.Fatalf("toolgate.escalate not published: %+v", list.Tools)
+	// The default grants give `default` the escalation tool and the read-only control
+	// plane; a bridge publishes the same toolgate-provided tools as serve and mcp.
+	for _, want := range []string{"toolgate.escalate", "server.status", "server.version"} {
+		if !names[want] {
+			t.Fatalf("%s not published: %v", want, names)
+		}
+	}
+	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "server.version", Arguments: map[string]any{}}); err != nil || res.IsError {
+		t.Fatalf("server.version: %v %+v", err, res)
 	}
 	if h, _ := list.Meta["toolgate/catalogHash"].(string); len(h) != 64 {
 		t.Errorf("catalogHash %q", h)

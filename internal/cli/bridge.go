@@ -7,6 +7,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -136,7 +137,12 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Logger: log})
+	tools, closeWS, err := ownTools(env, "", "toolgate bridge")
+	if err != nil {
+		return err
+	}
+	defer closeWS()
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -166,14 +172,16 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 			opts.AllowedHosts = append(opts.AllowedHosts, host)
 		}
 	}
+	// Only this bridge's own token opens it: one minted for another bridge of the
+	// same principal (perhaps with other --capability values) or for toolgate serve
+	// does not (app.BridgeSessionPrefix). The session id exists once the bridge
+	// does; until then no token is accepted.
+	var sessionID atomic.Pointer[string]
 	if !f.noAuth {
 		principal := f.principal
 		opts.Authorize = func(token string, present bool) bool {
-			if !present {
-				return false
-			}
-			p, ok := a.VerifyToken(token)
-			return ok && p == principal
+			id := sessionID.Load()
+			return id != nil && a.BridgeAuthorizer(principal, *id)(token, present)
 		}
 	}
 	b, err := mcpserver.NewBridge(turn, opts)
@@ -182,9 +190,11 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	defer b.Close() // ends the session, which closes the turn
+	sid := b.SessionID()
+	sessionID.Store(&sid)
 	token := ""
 	if !f.noAuth {
-		if token, err = a.MintToken(f.principal, b.SessionID(), int(f.ttl/time.Second)); err != nil {
+		if token, err = a.MintBridgeToken(f.principal, b.SessionID(), int(f.ttl/time.Second)); err != nil {
 			return fmt.Errorf("minting the bridge token: %w", err)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,11 +23,9 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/version"
-	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 func init() { register(73, newRunCmd) }
@@ -133,17 +132,14 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	}
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
+	// With --stdio the harness starts its own toolgate mcp, which builds its tools.
 	var tools []*kernel.Tool
-	var ws *workspace.Workspace
-	if f.workspace != "" && !f.stdio {
-		if ws, err = workspace.Open(f.workspace); err != nil {
-			return fmt.Errorf("--workspace: %w", err)
-		}
-		defer ws.Close()
-		cfg := localtools.Config{Workspace: ws, Warn: env.Err, Version: version.String()}
-		if tools, err = localtools.Build(cfg); err != nil {
+	if !f.stdio {
+		var closeWS func()
+		if tools, closeWS, err = ownTools(env, f.workspace, "toolgate run"); err != nil {
 			return err
 		}
+		defer closeWS()
 	}
 	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
 	if err != nil {
@@ -188,13 +184,16 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 			reportPublished(env.Err, h, f.name, list)
 		}
 		principal := f.principal
+		// Only this bridge's own token opens it (app.BridgeSessionPrefix); the session
+		// id exists once the bridge does.
+		var sessionID atomic.Pointer[string]
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
 			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
 			Instructions: app.Instructions,
 			Logger:       log,
 			Authorize: func(token string, present bool) bool {
-				p, ok := a.VerifyToken(token)
-				return present && ok && p == principal
+				id := sessionID.Load()
+				return id != nil && a.BridgeAuthorizer(principal, *id)(token, present)
 			},
 		})
 		if err != nil {
@@ -202,7 +201,9 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 			return err
 		}
 		defer bridge.Close()
-		tok, err := a.MintToken(f.principal, bridge.SessionID(), int(runTTL/time.Second))
+		sid := bridge.SessionID()
+		sessionID.Store(&sid)
+		tok, err := a.MintBridgeToken(f.principal, bridge.SessionID(), int(runTTL/time.Second))
 		if err != nil {
 			return fmt.Errorf("minting the bridge token: %w", err)
 		}

@@ -15,10 +15,8 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/version"
-	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 func init() { register(10, newServeCmd) }
@@ -95,19 +93,11 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := localtools.Config{Warn: env.Err, Version: version.String(), DisabledReason: "toolgate serve was started without --workspace"}
-	if f.workspace != "" {
-		ws, err := workspace.Open(f.workspace)
-		if err != nil {
-			return fmt.Errorf("--workspace: %w", err)
-		}
-		defer ws.Close()
-		cfg.Workspace, cfg.DisabledReason = ws, ""
-	}
-	tools, err := localtools.Build(cfg)
+	tools, closeWS, err := ownTools(env, f.workspace, "toolgate serve")
 	if err != nil {
 		return err
 	}
+	defer closeWS()
 	tools = append(tools, serveTestTools...)
 	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
 	if err != nil {
