@@ -620,3 +620,21 @@ func TestApplyPathologicalSearchBounded(t *testing.T) {
 		t.Errorf("exact-position hunk in a large file: %v", err)
 	}
 }
+
+// A file of millions of empty lines is refused before it is split into lines (a
+// 64 MiB one cost 2.3 GB of memory), and left unchanged.
+func TestPatchManyLinesRefused(t *testing.T) {
+	f := newFixture(t)
+	content := strings.Repeat("\n", maxPatchLines+1)
+	p := filepath.Join(f.dir, "nl")
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err := call(t, f.tool(t, "local.patch_file"), map[string]any{"patch": "--- a/nl\n+++ b/nl\n@@ -1,1 +1,1 @@\n-\n+x\n"})
+	if err == nil || !strings.Contains(err.Error(), "lines are not patched") {
+		t.Errorf("patch of a %d-line file = %v; want a refusal", maxPatchLines+1, err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != content {
+		t.Errorf("the file changed")
+	}
+}

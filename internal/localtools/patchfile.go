@@ -1,6 +1,7 @@
 package localtools
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -44,6 +45,10 @@ func patchFileTool(ws *workspace.Workspace) *kernel.Tool {
 		},
 	}
 }
+
+// maxPatchLines bounds the lines of a file patch_file will load (a 64 MiB file of
+// empty lines took 2.3 GB and 10 s before this cap).
+const maxPatchLines = 4 << 20
 
 type patchTarget struct {
 	fp  *filePatch
@@ -151,6 +156,11 @@ func patchFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, er
 			}
 			if len(cur) > 64<<20 {
 				return nil, kernel.Failed(kernel.CodeToolFailed, "%s is larger than 64 MiB; not patched", t.rel)
+			}
+			// Each line costs a string header twice over (the file and the result), so a
+			// 64 MiB file of newlines would cost gigabytes; count before splitting.
+			if n := bytes.Count(cur, []byte{'\n'}); n > maxPatchLines {
+				return nil, kernel.Failed(kernel.CodeToolFailed, "%s has %d lines; files of more than %d lines are not patched", t.rel, n, maxPatchLines)
 			}
 		}
 		switch {
