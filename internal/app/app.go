@@ -285,6 +285,38 @@ func (a *App) VerifyToken(token string) (principal string, ok bool) {
 	return c.Principal, true
 }
 
+// BridgeSessionPrefix starts the session claim of a token minted for one bridge
+// (toolgate bridge, toolgate run). Such a token opens that bridge and nothing else:
+// no other bridge, and not toolgate serve. A bridge's turn may be narrower than its
+// principal's grants (--capability), so a token that worked elsewhere would let
+// whoever holds it — the harness the bridge was opened for — step outside the
+// narrowing.
+const BridgeSessionPrefix = "bridge:"
+
+// MintBridgeToken issues the token of one bridge session (see BridgeSessionPrefix).
+func (a *App) MintBridgeToken(principal, sessionID string, ttlSeconds int) (string, error) {
+	if sessionID == "" {
+		return "", errors.New("minting a bridge token: no session id")
+	}
+	return a.MintToken(principal, BridgeSessionPrefix+sessionID, ttlSeconds)
+}
+
+// BridgeAuthorizer accepts exactly the tokens MintBridgeToken issued for this
+// principal and bridge session (valid, unexpired), and nothing else.
+func (a *App) BridgeAuthorizer(principal, sessionID string) func(token string, present bool) bool {
+	want := []byte(BridgeSessionPrefix + sessionID)
+	return func(token string, present bool) bool {
+		if !present || sessionID == "" {
+			return false
+		}
+		c, err := exectoken.Verify(a.tokenKey, token, time.Now())
+		if err != nil {
+			return false
+		}
+		return c.Principal == principal && subtle.ConstantTimeCompare([]byte(c.Session), want) == 1
+	}
+}
+
 // OwnerTokenFile is the owner token's file name inside the data directory.
 const OwnerTokenFile = "owner-token"
 
@@ -327,7 +359,8 @@ func (a *App) OwnerToken() (tok string, created bool, err error) {
 }
 
 // Authenticate maps a bearer token to a principal: the owner token speaks for
-// DefaultPrincipal, an execution token for the principal it names. Comparison with the
+// DefaultPrincipal, an execution token for the principal it names — except a bridge's
+// token (BridgeSessionPrefix), which opens only its own bridge. Comparison with the
 // owner token is constant-time.
 func (a *App) Authenticate(owner string) func(token string, present bool) (string, bool) {
 	return func(token string, present bool) (string, bool) {
@@ -337,7 +370,11 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 		if owner != "" && subtle.ConstantTimeCompare([]byte(token), []byte(owner)) == 1 {
 			return DefaultPrincipal, true
 		}
-		return a.VerifyToken(token)
+		c, err := exectoken.Verify(a.tokenKey, token, time.Now())
+		if err != nil || strings.HasPrefix(c.Session, BridgeSessionPrefix) {
+			return "", false
+		}
+		return c.Principal, true
 	}
 }
 
