@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -38,6 +39,7 @@ type session struct {
 	Instructions    string
 	Asked           []string
 	TransportErrors []string `json:"transportErrors"`
+	CloseErrors     []string `json:"closeErrors"`
 	Steps           []step
 
 	stderr string // what the command wrote on stderr
@@ -178,6 +180,9 @@ func runCommand(t *testing.T, env []string, argv ...string) (*session, string) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.Env = env
+	// SIGTERM first: Node then exits (closing the stdin of a toolgate mcp it
+	// spawned) and toolgate run forwards it to the harness; SIGKILL after 10 s.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	var stdout bytes.Buffer
 	stderr := &syncBuffer{}
@@ -232,6 +237,9 @@ func mustOK(t *testing.T, s *session, want int) {
 	}
 	if len(s.TransportErrors) != 0 {
 		t.Errorf("the SDK reported transport errors: %q", s.TransportErrors)
+	}
+	if len(s.CloseErrors) != 0 {
+		t.Logf("the SDK reported while closing (its own aborted reads): %q", s.CloseErrors)
 	}
 }
 

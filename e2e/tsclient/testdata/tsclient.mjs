@@ -32,7 +32,7 @@
 //   ]
 //
 // Output: {ok, sdkLatest, protocolVersion, sessionId, serverInfo, capabilities, instructions,
-// asked, transportErrors, steps: [...]}
+// asked, transportErrors, closeErrors, steps: [...]}
 // or {ok: false, error, steps} when something outside a step's own result failed.
 // Tool refusals are results, never failures of the script.
 
@@ -126,8 +126,13 @@ async function main() {
       return { action: "accept", content: { answer: spec.elicit.prefix + req.params.message } };
     });
   }
+  // Errors the SDK reports while the session runs are toolgate's business;
+  // those after close() began come from the SDK aborting its own reads (a POST's
+  // SSE stream whose end it had not yet seen) and are kept apart.
   const transportErrors = [];
-  client.onerror = (e) => transportErrors.push(errorText(e));
+  const closeErrors = [];
+  let closing = false;
+  client.onerror = (e) => (closing ? closeErrors : transportErrors).push(errorText(e));
 
   await client.connect(transport);
   if (tspec.kind === "stdio") child = transport._process ?? null;
@@ -171,6 +176,7 @@ async function main() {
             r.thrown = errorText(e);
           }
         }
+        closing = true;
         await client.close();
         closed = true;
         if (child) {
@@ -200,8 +206,12 @@ async function main() {
         throw new Error(`unknown step ${JSON.stringify(step.op)}`);
     }
   }
-  if (!closed) await client.close();
+  if (!closed) {
+    closing = true;
+    await client.close();
+  }
   out.transportErrors = transportErrors;
+  out.closeErrors = closeErrors;
   out.ok = true;
 }
 
