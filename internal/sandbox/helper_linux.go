@@ -76,7 +76,8 @@ func helperMain() int {
 
 // confine applies every layer the config asks for, in the only order that works: mounts
 // need capabilities and must precede Landlock (which forbids mount changes), Landlock
-// needs no_new_privs, and capabilities go last.
+// and seccomp need no_new_privs, capabilities are dropped after Landlock, and the
+// system-call filter (which refuses mount) comes last.
 func confine(cfg *helperConfig) error {
 	if cfg.MountProc || len(cfg.Binds) > 0 {
 		// Keep every mount change private to this namespace.
@@ -127,6 +128,12 @@ func confine(cfg *helperConfig) error {
 	if cfg.DropCaps {
 		if err := dropCapabilities(); err != nil {
 			return fmt.Errorf("dropping capabilities: %w", err)
+		}
+	}
+	if cfg.Seccomp {
+		// Last: the filter refuses mount, which the setup above needs.
+		if err := installSeccomp(); err != nil {
+			return fmt.Errorf("seccomp: %w", err)
 		}
 	}
 	return nil

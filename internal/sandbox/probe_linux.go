@@ -72,6 +72,16 @@ func probe() Capabilities {
 			err = try(cloneFlags(true), full, nil)
 		}
 		note("full confinement", err)
+		if err == nil {
+			sc := full
+			sc.Seccomp = true
+			if serr := try(cloneFlags(true), sc, nil); serr != nil {
+				c.Seccomp = "none: " + serr.Error()
+			} else {
+				c.seccompOK = true
+				c.Seccomp = seccompText
+			}
+		}
 		if err == nil && cg.mode != cgNone {
 			// The same inside a cgroup leaf: only then are the cgroup limits promised.
 			leaf, lerr := cg.newLeaf(DefaultMaxProcesses, DefaultMaxMemory)

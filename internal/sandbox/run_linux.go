@@ -86,6 +86,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		Writable:  append([]string{spec.Dir, scratch}, spec.WritableRoots...),
 		Binds:     binds,
 		DropCaps:  true,
+		Seccomp:   caps.seccompOK,
 
 		ReadDirOnly: listOnly,
 		Rlimits:     lim.rlimits(leaf),

@@ -148,6 +148,7 @@ type helperConfig struct {
 	Writable  []string `json:"writable"`
 	Binds     []bind   `json:"binds"`
 	DropCaps  bool     `json:"drop_caps"`
+	Seccomp   bool     `json:"seccomp"`
 	// ReadDirOnly are directories granted only listing (the filtered roots and their
 	// split directories).
 	ReadDirOnly []string `json:"read_dir_only"`
@@ -185,6 +186,10 @@ type Capabilities struct {
 	// Reason says why not, when Available is false.
 	Reason string `json:"reason,omitempty"`
 
-	// cgroupOK is set when a confined helper was started in a cgroup leaf.
-	cgroupOK bool
+	// Seccomp describes the system-call filter every call gets, or why there is none.
+	Seccomp string `json:"seccomp"`
+
+	// cgroupOK is set when a confined helper was started in a cgroup leaf; seccompOK
+	// when one was started with the system-call filter.
+	cgroupOK, seccompOK bool
 }
