@@ -203,8 +203,22 @@ func ParsePrefix(p string) (string, error) {
 	if !prefixRE.MatchString(p) {
 		return "", fmt.Errorf("invalid --tool-prefix %q: use letters, digits, '_', '-' or '.', at most 64 characters, or none", p)
 	}
+	// A prefix that begins a control-plane name would let a workspace's declarative
+	// tool (say "escalate" under "toolgate_") take that name; the catalogue would then
+	// refuse to open and toolgate mcp would not start in that workspace.
+	for _, c := range controlPlaneNames {
+		if len(p) < len(c) && strings.HasPrefix(c, p) {
+			return "", fmt.Errorf("invalid --tool-prefix %q: it begins the control-plane name %s, so a declarative tool could take that name", p, c)
+		}
+	}
+	if strings.HasPrefix(p, ServerPrefix) {
+		return "", fmt.Errorf("invalid --tool-prefix %q: %s is reserved for the control plane", p, ServerPrefix)
+	}
 	return p, nil
 }
+
+// controlPlaneNames are the published names a local tool's name must never equal.
+var controlPlaneNames = []string{ServerPrefix + "status", ServerPrefix + "version", ServerPrefix + "list_servers", "toolgate_escalate"}
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 

@@ -541,12 +541,14 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 	if got := Namer("")("local.bash"); got != "bash" {
 		t.Errorf("unprefixed = %s", got)
 	}
-	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_"} {
+	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_", DefaultPrefix: DefaultPrefix, "toolgate_escalate_": "toolgate_escalate_"} {
 		if got, err := ParsePrefix(in); err != nil || got != want {
 			t.Errorf("ParsePrefix(%q) = %q %v", in, got, err)
 		}
 	}
-	for _, bad := range []string{"", "a b", "x/", strings.Repeat("a", 65)} {
+	for _, bad := range []string{"", "a b", "x/", strings.Repeat("a", 65),
+		// Prefixes under which a declarative tool could take a control-plane name.
+		"toolgate_", "t", "toolgate_server_", "toolgate_server_list_", "toolgate_e", "toolgate_server_x_"} {
 		if _, err := ParsePrefix(bad); err == nil {
 			t.Errorf("ParsePrefix(%q) accepted", bad)
 		}
