@@ -253,9 +253,6 @@ func (w cappedWriter) Write(p []byte) (int, error) {
 // whose directory lies wholly inside the workspace and whose own config cannot make git
 // run a program.
 func (r *runner) preflight(ctx context.Context) error {
-	if err := r.checkRepoDir(ctx); err != nil {
-		return err
-	}
 	res, err := r.run(ctx, true, "", nil, "config", "--list", "--name-only", "--show-scope", "--no-includes", "-z")
 	if err != nil {
 		return err
@@ -278,6 +275,10 @@ func (r *runner) preflight(ctx context.Context) error {
 		sort.Strings(bad)
 		return kernel.Denied(kernel.CodeUnsafeRepositoryConfig,
 			"the repository's config has keys that make git run programs (%s); the git tools refuse to run until a person removes them", strings.Join(bad, ", "))
+	}
+	// Only now, with include.* refused, may git read the config with its includes.
+	if err := r.checkRepoDir(ctx); err != nil {
+		return err
 	}
 	res, err = r.run(ctx, true, "", nil, "rev-parse", "--show-toplevel")
 	if err != nil {
