@@ -104,6 +104,10 @@ type App struct {
 	tokenKey []byte
 
 	refreshSeq atomic.Int64
+	pol        policyState // skips reloading an unchanged policy; see refresh.go
+	// policyGen counts the grant and namespace changes refresh applied; a turn
+	// remembers it at open and is stale once it moved (see turn.Stale).
+	policyGen  atomic.Int64
 	mu         sync.Mutex // guards the fields below; never held across I/O
 	appliedSeq int64
 	lastGrants []policy.Grant
@@ -192,6 +196,13 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 // reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
 	seq := a.refreshSeq.Add(1)
+	ver, current, err := a.policyCurrent(ctx)
+	if err != nil {
+		return err
+	}
+	if current {
+		return nil // nothing changed since the policy the kernel holds was loaded
+	}
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("loading grants: %w", err)
@@ -215,15 +226,21 @@ func (a *App) refresh(ctx context.Context) error {
 	if seq <= a.appliedSeq {
 		return nil // a later refresh already applied newer state
 	}
+	if set, err = a.recheckGrants(grants, set); err != nil {
+		return err
+	}
 	a.appliedSeq = seq
 	if set != nil {
 		a.k.SetPolicy(set)
 		a.lastGrants = grants
+		a.policyGen.Add(1)
 	}
 	if !reflect.DeepEqual(ns, a.lastNS) {
 		a.k.SetNamespaces(ns)
 		a.lastNS = ns
+		a.policyGen.Add(1)
 	}
+	a.policyLoaded(ver)
 	return nil
 }
 
@@ -236,16 +253,38 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	if err := a.refresh(ctx); err != nil {
 		return nil, fmt.Errorf("opening a turn: %w", err)
 	}
+	// Read before the turn snapshots the policy: a change landing in between makes
+	// the turn look stale once (one extra re-initialize), never fresh when it is not.
+	gen := a.policyGen.Load()
 	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
 		Capabilities: req.Capabilities})
 	if err != nil {
 		return nil, err
 	}
-	return turn{t}, nil
+	return turn{Turn: t, a: a, gen: gen}, nil
 }
 
 // turn adapts *kernel.Turn to Turn.
-type turn struct{ *kernel.Turn }
+type turn struct {
+	*kernel.Turn
+	a   *App
+	gen int64 // policyGen when the turn opened
+}
+
+// Stale re-reads the grants and namespace switches from the store (another process,
+// `toolgate grant rm`, may have changed them) and reports whether they changed since
+// the turn opened. The turn keeps deciding by the policy it opened with — its
+// catalogue and its decisions never disagree — so a surface that serves long-lived
+// sessions (the /mcp handler of toolgate serve, mcpserver.StaleTurn) ends a stale one
+// and the client opens a new turn under the current grants. A store that cannot be
+// read counts as stale: fail closed.
+func (t turn) Stale(ctx context.Context) bool {
+	if err := t.a.refresh(ctx); err != nil {
+		t.a.log.Warn("re-reading grants for an open session", "err", err)
+		return true
+	}
+	return t.a.policyGen.Load() != t.gen
+}
 
 func (t turn) Outcome() Outcome { return Outcome(t.Turn.Outcome()) }
 

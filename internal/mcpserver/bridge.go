@@ -197,7 +197,7 @@ func (b *Bridge) Close() error {
 
 type bridgeStore struct{ sess *httpSession }
 
-func (s *bridgeStore) lookup(id, principal string) *httpSession {
+func (s *bridgeStore) lookup(_ context.Context, id, principal string) *httpSession {
 	if id != s.sess.id || s.sess.isEnded() || principal != s.sess.principal {
 		return nil
 	}

@@ -63,6 +63,16 @@ type HandlerOptions struct {
 	Logger *slog.Logger
 }
 
+// StaleTurn is implemented by a Turn that can tell when the grants it was
+// opened under have changed. The Handler asks on every request naming a session
+// and ends a stale session (404 unknown_session; a client then initializes
+// again, as the transport requires), so a session's catalogue and decisions
+// follow grant changes instead of keeping the authority they opened with.
+// Bridges, which serve one turn for one harness run, do not ask.
+type StaleTurn interface {
+	Stale(ctx context.Context) bool
+}
+
 // Handler serves MCP over Streamable HTTP with a session per initialize, each
 // bound to the principal that created it and served by its own Turn.
 type Handler struct {
@@ -250,11 +260,20 @@ func (g *registry) unreserveLocked(principal string, own *principalSessions) {
 	}
 }
 
-func (g *registry) lookup(id, principal string) *httpSession {
+func (g *registry) lookup(ctx context.Context, id, principal string) *httpSession {
 	g.mu.Lock()
 	s := g.sessions[id]
 	g.mu.Unlock()
 	if s == nil || s.principal != principal || s.isEnded() {
+		return nil
+	}
+	if st, ok := s.turn.(StaleTurn); ok && st.Stale(ctx) {
+		// The session's Turn was decided under grants that have changed since
+		// (a grant removed): end it, so the client's next initialize opens a
+		// Turn under the grants as they are now. A revoked grant never keeps
+		// working for a session that happens to stay busy.
+		g.remove(s)
+		s.end()
 		return nil
 	}
 	return s

@@ -104,7 +104,7 @@ func (s *httpSession) end() {
 // Handler one per initialize.
 type sessionStore interface {
 	// lookup returns the live session with this id owned by principal, or nil.
-	lookup(id, principal string) *httpSession
+	lookup(ctx context.Context, id, principal string) *httpSession
 	// implicit returns the session serving requests that name none, or nil.
 	implicit(principal string) *httpSession
 	// create opens a new session for an initialize that named none, already
@@ -193,7 +193,7 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
-		if sess = c.store.lookup(ids[0], principal); sess == nil || !sess.acquire() {
+		if sess = c.store.lookup(r.Context(), ids[0], principal); sess == nil || !sess.acquire() {
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
