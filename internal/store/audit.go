@@ -55,42 +55,22 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Event) error {
 	return nil
 }
 
-// insertAuditBatch writes events in one transaction, chaining each to the one before.
-// It sets each event's Seq, PrevHash and Hash only in its copy; the caller publishes
-// them after the commit succeeded.
+// insertAuditBatch writes batch through the store's audit writer (see writer.go),
+// creating it on first use and after a failure. It runs with auditSem held.
 func (s *Store) insertAuditBatch(ctx context.Context, batch []*pendingAppend) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback()
-	var last int64
-	var prev string
-	err = tx.QueryRowContext(ctx, `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`).Scan(&last, &prev)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return fmt.Errorf("reading the chain head: %w", err)
-	}
-	stmt, err := tx.PrepareContext(ctx, `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
-		tool, alias, action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`)
-	if err != nil {
-		return err
-	}
-	defer stmt.Close()
-	for _, p := range batch {
-		ev := &p.ev
-		ev.Seq = last + 1
-		ev.PrevHash = prev
-		ev.Hash = audit.ComputeHash(prev, ev)
-		if _, err := stmt.ExecContext(ctx, ev.Seq, formatTime(ev.Time), ev.CallID, ev.TurnID, ev.Principal,
-			ev.Transport, ev.Tool, ev.Alias, ev.Action, ev.Resource, string(ev.Decision), ev.GrantID, ev.Code,
-			ev.Message, ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
+	if s.writer == nil {
+		w, err := newAuditWriter(ctx, s.db)
+		if err != nil {
 			return err
 		}
-		last, prev = ev.Seq, ev.Hash
+		s.writer = w
 	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
+	if err := s.writer.writeBatch(ctx, batch); err != nil {
+		// Whatever failed, the next batch starts on a fresh connection: this one may be
+		// broken or still inside the transaction.
+		s.writer.discard()
+		s.writer = nil
+		return err
 	}
 	return nil
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
 	_ "modernc.org/sqlite"
 )
@@ -33,7 +34,7 @@ func TestMain(m *testing.M) {
 }
 
 // helper runs in a child process: "append DIR NAME N" appends N events as principal
-// NAME; "stream DIR" appends forever, printing each seq only after AppendAudit returned.
+// NAME; "grant DIR NAME" adds a grant for principal NAME; "stream DIR" appends forever, printing each seq only after AppendAudit returned.
 func helper(mode string) int {
 	f := strings.Fields(mode)
 	ctx := context.Background()
@@ -61,6 +62,12 @@ func helper(mode string) int {
 			return 1
 		}
 		fmt.Printf("%x\n", k)
+		return 0
+	case "grant":
+		if _, err := s.AddGrant(ctx, policy.Grant{Principal: f[2], Tool: "files.read", Effect: policy.Allow}); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
 		return 0
 	case "stream":
 		w := bufio.NewWriter(os.Stdout)
@@ -172,6 +179,9 @@ func TestOddPath(t *testing.T) {
 	}
 }
 
+// schemaVersion is the highest migration this build ships.
+const schemaVersion = 2
+
 func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -181,8 +191,8 @@ func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 			t.Fatalf("open %d: %v", i, err)
 		}
 		v, err := s.SchemaVersion(ctx)
-		if err != nil || v != 1 {
-			t.Errorf("open %d: schema version %d, %v; want 1", i, v, err)
+		if err != nil || v != schemaVersion {
+			t.Errorf("open %d: schema version %d, %v; want %d", i, v, err, schemaVersion)
 		}
 		if i == 0 {
 			if err := s.SetMeta(ctx, "kept", "yes"); err != nil {
@@ -197,8 +207,8 @@ func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	// Each migration is recorded exactly once.
 	db := rawDB(t, dir)
 	var n int
-	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != 1 {
-		t.Errorf("schema_migrations has %d rows (%v), want 1", n, err)
+	if err := db.QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != schemaVersion {
+		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, schemaVersion)
 	}
 }
 

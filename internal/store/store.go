@@ -57,6 +57,14 @@ type Store struct {
 	auditMu    sync.Mutex
 	auditQueue []*pendingAppend
 	auditSem   chan struct{}
+	// writer is the connection and statements the group-commit writer appends with
+	// (writer.go); nil until the first append and after a failed one. Only the holder
+	// of auditSem touches it.
+	writer *auditWriter
+
+	// policyVersion reads the policy change counter (policyversion.go), once per
+	// request in a long-running process, so it is compiled once per connection.
+	policyVersion *sql.Stmt
 }
 
 // Open opens the store in dataDir, creating the directory (0700) and database file
@@ -102,6 +110,10 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err := migrate(ctx, db, sqliteMigrations); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
+	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
 	}
 	return s, nil
 }
@@ -157,8 +169,20 @@ func ensureFile(path string) error {
 // Path is the database file's path.
 func (s *Store) Path() string { return s.path }
 
-// Close closes the database. Calls after Close fail.
-func (s *Store) Close() error { return s.db.Close() }
+// Close closes the database. Calls after Close fail. It waits for an audit batch being
+// written to finish (appends still queued then fail), so its connection is released
+// cleanly rather than cut off mid-transaction.
+func (s *Store) Close() error {
+	s.auditSem <- struct{}{}
+	if s.writer != nil {
+		s.writer.close()
+		s.writer = nil
+	}
+	s.policyVersion.Close()
+	err := s.db.Close()
+	<-s.auditSem
+	return err
+}
 
 // timeLayout matches audit.TimeLayout: fixed width, so lexical order is time order.
 const timeLayout = "2006-01-02T15:04:05.000000Z"

@@ -35,6 +35,7 @@ type Store interface {
 	AddEscalation(ctx context.Context, e store.Escalation) error
 	ListEscalations(ctx context.Context, status string) ([]store.Escalation, error)
 	ResolveEscalation(ctx context.Context, id, decision, by, note string) error
+	PolicyVersion(ctx context.Context) (int64, error)
 }
 
 var _ Store = (*store.Store)(nil)
@@ -52,6 +53,77 @@ func Run(t *testing.T, open func(t *testing.T) Store) {
 	t.Run("AuditConcurrent", func(t *testing.T) { testAuditConcurrent(t, open(t)) })
 	t.Run("AuditCancel", func(t *testing.T) { testAuditCancel(t, open(t)) })
 	t.Run("Escalations", func(t *testing.T) { testEscalations(t, open(t)) })
+	t.Run("PolicyVersion", func(t *testing.T) { testPolicyVersion(t, open(t)) })
+}
+
+// testPolicyVersion: every change to grants or namespace switches moves the policy
+// version forward; refused changes, no-op switches and writes to anything else leave it
+// alone (a long-running process would otherwise reload for nothing).
+func testPolicyVersion(t *testing.T, s Store) {
+	ctx := context.Background()
+	cur, err := s.PolicyVersion(ctx)
+	if err != nil {
+		t.Fatalf("PolicyVersion: %v", err)
+	}
+	step := func(what string, moves bool, f func() error) {
+		t.Helper()
+		if err := f(); err != nil && moves {
+			t.Fatalf("%s: %v", what, err)
+		}
+		v, err := s.PolicyVersion(ctx)
+		if err != nil {
+			t.Fatalf("PolicyVersion after %s: %v", what, err)
+		}
+		switch {
+		case moves && v <= cur:
+			t.Errorf("%s: policy version %d -> %d, want it to grow", what, cur, v)
+		case !moves && v != cur:
+			t.Errorf("%s: policy version %d -> %d, want it unchanged", what, cur, v)
+		}
+		cur = v
+	}
+	var g policy.Grant
+	step("AddGrant", true, func() (err error) {
+		g, err = s.AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "files.read", Effect: policy.Allow})
+		return err
+	})
+	step("AddGrant of a second grant", true, func() error {
+		_, err := s.AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "*", Effect: policy.Deny})
+		return err
+	})
+	step("refused AddGrant", false, func() error {
+		_, err := s.AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "files.re*", Effect: policy.Allow})
+		return err
+	})
+	step("RemoveGrant", true, func() error { return s.RemoveGrant(ctx, g.ID) })
+	step("RemoveGrant of an unknown id", false, func() error { return s.RemoveGrant(ctx, g.ID) })
+	step("SetNamespaceEnabled off (first switch)", true, func() error { return s.SetNamespaceEnabled(ctx, "github", false) })
+	step("SetNamespaceEnabled off again", false, func() error { return s.SetNamespaceEnabled(ctx, "github", false) })
+	step("SetNamespaceEnabled on", true, func() error { return s.SetNamespaceEnabled(ctx, "github", true) })
+	step("refused SetNamespaceEnabled", false, func() error { return s.SetNamespaceEnabled(ctx, "Bad Name", false) })
+	step("SetMeta", false, func() error { return s.SetMeta(ctx, "k", "v") })
+	step("Key", false, func() error { _, err := s.Key(ctx, "token"); return err })
+	step("AppendAudit", false, func() error {
+		return s.AppendAudit(ctx, &audit.Event{Principal: "alice", Tool: "files.read", Decision: audit.Allowed})
+	})
+	step("AddEscalation", false, func() error {
+		return s.AddEscalation(ctx, store.Escalation{Principal: "alice", Reason: "r"})
+	})
+	// Concurrent changes each move it: no two changes share a value.
+	before := cur
+	var wg sync.WaitGroup
+	const n = 10
+	for i := range n {
+		wg.Go(func() {
+			if _, err := s.AddGrant(ctx, policy.Grant{Principal: fmt.Sprintf("p%d", i), Tool: "*", Effect: policy.Allow}); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if v, err := s.PolicyVersion(ctx); err != nil || v < before+n {
+		t.Errorf("after %d concurrent AddGrant: policy version %d -> %d (%v), want at least +%d", n, before, v, err, n)
+	}
 }
 
 func testGrants(t *testing.T, s Store) {
