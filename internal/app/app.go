@@ -104,7 +104,6 @@ type App struct {
 	tokenKey []byte
 
 	refreshSeq atomic.Int64
-	pol        policyState // skips reloading an unchanged policy; see refresh.go
 	// policyGen counts the grant and namespace changes refresh applied; a turn
 	// remembers it at open and is stale once it moved (see turn.Stale).
 	policyGen  atomic.Int64
@@ -196,13 +195,6 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 // reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
 	seq := a.refreshSeq.Add(1)
-	ver, current, err := a.policyCurrent(ctx)
-	if err != nil {
-		return err
-	}
-	if current {
-		return nil // nothing changed since the policy the kernel holds was loaded
-	}
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("loading grants: %w", err)
@@ -226,9 +218,6 @@ func (a *App) refresh(ctx context.Context) error {
 	if seq <= a.appliedSeq {
 		return nil // a later refresh already applied newer state
 	}
-	if set, err = a.recheckGrants(grants, set); err != nil {
-		return err
-	}
 	a.appliedSeq = seq
 	if set != nil {
 		a.k.SetPolicy(set)
@@ -240,7 +229,6 @@ func (a *App) refresh(ctx context.Context) error {
 		a.lastNS = ns
 		a.policyGen.Add(1)
 	}
-	a.policyLoaded(ver)
 	return nil
 }
 
