@@ -244,11 +244,25 @@ func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeReque
 		}
 		return nil, msg, http.StatusBadRequest
 	}
-	d := json.NewDecoder(bytes.NewReader(dec.Items[0].Msg.Params))
-	d.DisallowUnknownFields()
+	// Members are matched by their exact names, never encoding/json's case-insensitive
+	// field matching: {"NAME": …} is an unknown member here exactly as tools/call
+	// ignores it, so a filter reading "name" and this API never disagree.
+	var members map[string]json.RawMessage
+	if err := json.Unmarshal(dec.Items[0].Msg.Params, &members); err != nil {
+		return nil, "body must be one JSON object {\"name\", \"arguments\"}", http.StatusBadRequest
+	}
 	var req InvokeRequest
-	if err := d.Decode(&req); err != nil {
-		return nil, "body must be {\"name\": string, \"arguments\": object}: " + err.Error(), http.StatusBadRequest
+	for k, v := range members {
+		switch k {
+		case "name":
+			if err := json.Unmarshal(v, &req.Name); err != nil {
+				return nil, "name must be a string", http.StatusBadRequest
+			}
+		case "arguments":
+			req.Arguments = v
+		default:
+			return nil, fmt.Sprintf("unknown member %q: the body is {\"name\": string, \"arguments\": object}", k), http.StatusBadRequest
+		}
 	}
 	if req.Name == "" {
 		return nil, "name is required", http.StatusBadRequest

@@ -196,6 +196,12 @@ func TestInvokeHostileBodies(t *testing.T) {
 		`{"name":"files.read","arguments":[1]}`,
 		`{"name":"files.read","arguments":"x"}`,
 		`{"name":"files.read","extra":1}`,
+		// Members are matched by their exact names, as tools/call matches them: a
+		// lone case variant is an unknown member, not another spelling.
+		`{"Name":"files.read"}`,
+		`{"NAME":"files.read","arguments":{"path":"docs/a"}}`,
+		`{"name":"files.read","Arguments":{"path":"docs/a"}}`,
+		`{"name\u0000":"files.read"}`,
 		`{"name":""}`,
 		`{"name":7}`,
 		`{"name":"files.read"},"method":"other"`,
