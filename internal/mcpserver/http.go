@@ -508,12 +508,12 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]jso
 		return mismatch("Mcp-Method must equal the method")
 	}
 	if m.Method == "tools/call" {
-		var p struct {
-			Name json.RawMessage `json:"name"`
-		}
+		// By the member's exact name, as callTool reads it (encoding/json's struct
+		// fields would also take "NAME").
 		var name string
-		_ = json.Unmarshal(m.Params, &p)
-		_ = json.Unmarshal(p.Name, &name)
+		if p, err := members(m.Params); err == nil {
+			_ = json.Unmarshal(p["name"], &name)
+		}
 		if name != "" && decodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))) != name {
 			return mismatch("Mcp-Name must equal params.name")
 		}

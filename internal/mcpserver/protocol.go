@@ -214,14 +214,12 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 func (c *conn) notify(m *rpcwire.Message) {
 	switch m.Method {
 	case "notifications/cancelled":
-		var p struct {
-			RequestID json.RawMessage `json:"requestId"`
-		}
-		if json.Unmarshal(m.Params, &p) != nil || p.RequestID == nil {
+		p, err := members(m.Params) // exact names, never encoding/json's case folding
+		if err != nil || p["requestId"] == nil {
 			return
 		}
-		body, err := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(p.RequestID) + `,"method":"x"}`))
-		if err != nil || body.Items[0].Msg == nil {
+		body, rpcErr := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(p["requestId"]) + `,"method":"x"}`))
+		if rpcErr != nil || body.Items[0].Msg == nil {
 			return
 		}
 		c.mu.Lock()
