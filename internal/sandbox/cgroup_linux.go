@@ -67,6 +67,7 @@ func detectCgroup() cgroupSetup {
 			err = tryLeaf(cgroupSetup{mode: cgV2, base: base})
 		}
 		if err == nil {
+			removeStaleLeaves(base)
 			return cgroupSetup{mode: cgV2, base: base, why: "v2: a leaf per call under " + base + " (pids.max, memory.max, memory.swap.max=0)"}
 		}
 		reasons = append(reasons, fmt.Sprintf("v2 at %s not usable: %v", v2mnt.dir, err))
@@ -79,6 +80,7 @@ func detectCgroup() cgroupSetup {
 			err = tryLeaf(cgroupSetup{mode: cgV1Pids, base: base})
 		}
 		if err == nil {
+			removeStaleLeaves(base)
 			return cgroupSetup{mode: cgV1Pids, base: base, why: "v1 pids: a leaf per call under " + base + " (pids.max; no memory cgroup); " + strings.Join(reasons, "; ")}
 		}
 		reasons = append(reasons, fmt.Sprintf("v1 pids at %s not usable: %v", pidsMnt.dir, err))
@@ -180,6 +182,25 @@ func underMount(m mountPoint, p string) (string, error) {
 		return "", fmt.Errorf("cgroup path %s escapes %s", p, m.dir)
 	}
 	return dir, nil
+}
+
+// removeStaleLeaves removes empty leaves left by toolgate processes that died
+// mid-call (their names carry the pid; a leaf of a live process is left alone, and
+// rmdir refuses a leaf that still has processes).
+func removeStaleLeaves(base string) {
+	m, _ := filepath.Glob(filepath.Join(base, "toolgate-sandbox-*-*"))
+	for _, dir := range m {
+		rest := strings.TrimPrefix(filepath.Base(dir), "toolgate-sandbox-")
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue
+		}
+		_ = unix.Rmdir(dir)
+	}
 }
 
 // tryLeaf creates a leaf with limits and removes it.

@@ -8,7 +8,14 @@
 // PID namespace, killing it on timeout kills every process it started, including those
 // that escaped with setsid. Protected paths inside the workspace (.git/config,
 // .git/hooks) are bind-mounted read-only, and their ancestors pinned so they cannot be
-// renamed away.
+// renamed away. /etc is granted entry by entry (only what any user could read, never
+// shadow, sudoers or SSH host keys), so secrets stay unreadable even when toolgate runs
+// as root. A seccomp deny-list closes kernel attack surface (io_uring, keyrings, bpf,
+// nested user namespaces, mounts). Resource limits bound what a call can consume:
+// rlimits set just before exec (CPU tied to the timeout, file size, open files, core
+// dumps, processes, address space) and, where a cgroup can be had, a leaf per call
+// whose pids.max (and, on cgroup v2, memory.max) the kernel enforces; reaching the
+// process limit stops the call.
 //
 // Landlock, no_new_privs and capability changes apply to the calling thread and its
 // descendants, so they cannot be applied in toolgate's own (multi-threaded, long-lived)

@@ -2,7 +2,13 @@
 
 package sandbox
 
-import "testing"
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
 
 func TestPlanReadsSplitsOnlyWhereNeeded(t *testing.T) {
 	read, list, err := planReads(DefaultReadOnlyRoots, FilteredRoots)
@@ -43,5 +49,33 @@ func BenchmarkPlanReads(b *testing.B) {
 		if _, _, err := planReads(DefaultReadOnlyRoots, FilteredRoots); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func TestStaleLeavesRemoved(t *testing.T) {
+	s := detectCgroup()
+	if s.mode == cgNone {
+		t.Skipf("no cgroup: %s", s.why)
+	}
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// pid_max itself is never a pid, so this leaf's owner is certainly gone.
+	stale := filepath.Join(s.base, fmt.Sprintf("toolgate-sandbox-%s-test", strings.TrimSpace(string(b))))
+	mine := filepath.Join(s.base, fmt.Sprintf("toolgate-sandbox-%d-test", os.Getpid()))
+	for _, d := range []string{stale, mine} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.Remove(mine)
+	defer os.Remove(stale)
+	removeStaleLeaves(s.base)
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale leaf %s not removed: %v", stale, err)
+	}
+	if _, err := os.Stat(mine); err != nil {
+		t.Errorf("a live process's leaf was removed: %v", err)
 	}
 }

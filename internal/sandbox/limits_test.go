@@ -5,8 +5,10 @@ package sandbox_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -228,4 +230,105 @@ func BenchmarkRunTrueEtcUnfiltered(b *testing.B) {
 			b.Fatalf("%v %+v", err, res)
 		}
 	}
+}
+
+// TestNprocBindsForUnprivilegedUser checks the fallback used where no cgroup is usable:
+// RLIMIT_NPROC, counted per user namespace, bounds a call's processes when toolgate is
+// not root. Run as root, the test re-runs itself as nobody (65534), where the v1 pids
+// hierarchy is not writable and the rlimit is what applies.
+func TestNprocBindsForUnprivilegedUser(t *testing.T) {
+	if os.Getuid() == 0 {
+		if os.Getenv("TOOLGATE_NPROC_CHILD") != "" {
+			t.Fatal("still root in the child")
+		}
+		requireSandbox(t)
+		dir, err := os.MkdirTemp("", "toolgate-nproc-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		exe, err := os.Executable()
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "sandbox.test")
+		if err := os.WriteFile(bin, data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestNprocBindsForUnprivilegedUser$", "-test.v", "-test.count=1")
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), "TOOLGATE_NPROC_CHILD=1")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		t.Logf("as nobody:\n%s", out)
+		if err != nil {
+			t.Fatalf("child test as nobody failed: %v", err)
+		}
+		if !strings.Contains(string(out), "--- PASS: TestNprocBindsForUnprivilegedUser") || strings.Contains(string(out), "--- SKIP") {
+			t.Errorf("child test did not run to a pass")
+		}
+		return
+	}
+	requireSandbox(t)
+	c := sandbox.Probe()
+	t.Logf("process limit: %s", c.ProcessLimit)
+	if !strings.HasPrefix(c.ProcessLimit, "RLIMIT_NPROC") {
+		t.Skipf("a cgroup bounds processes here; the rlimit fallback is not what applies")
+	}
+	ws, err := os.MkdirTemp("", "toolgate-nproc-ws-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(ws)
+	mark := marker(t)
+	spec := bash(ws, fmt.Sprintf(`for i in $(seq 40); do (exec -a %s sleep 30) & done; wait`, mark))
+	spec.MaxProcesses = 16
+	spec.Timeout = 5 * time.Second
+	done := make(chan error, 1)
+	go func() {
+		_, err := sandbox.Run(t.Context(), spec)
+		done <- err
+	}()
+	most := 0
+	for running := true; running; {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			running = false
+		default:
+			most = max(most, countMarker(mark))
+			time.Sleep(20 * time.Millisecond) // sampling /proc, not synchronisation
+		}
+	}
+	t.Logf("at most %d marked processes seen under a limit of 16", most)
+	if most > 16 {
+		t.Errorf("%d processes ran under RLIMIT_NPROC=16", most)
+	}
+	if most < 8 {
+		t.Errorf("control: only %d processes seen, so the bound proves nothing", most)
+	}
+	if n := countMarker(mark); n != 0 {
+		t.Errorf("%d processes left after the call", n)
+	}
+}
+
+// countMarker counts processes whose argv contains m.
+func countMarker(m string) int {
+	ents, _ := os.ReadDir("/proc")
+	n := 0
+	for _, e := range ents {
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && strings.Contains(string(b), m) {
+			n++
+		}
+	}
+	return n
 }
