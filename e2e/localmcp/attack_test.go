@@ -137,3 +137,37 @@ func TestAttackDeclarativeToolTakesControlPlaneName(t *testing.T) {
 		}
 	}
 }
+
+// toolgate's data directory inside the workspace (a workspace at $HOME with the
+// default data directory below it) let bash and the file tools read the store and its
+// keys and rewrite grants and the audit log. toolgate mcp now refuses to start so, and
+// creates nothing there.
+func TestAttackDataDirInsideWorkspace(t *testing.T) {
+	w := newWorld(t)
+	for _, args := range [][]string{
+		{"--database-dir", filepath.Join(w.ws, ".local", "share", "toolgate")},
+		{"--database-dir", w.ws},
+	} {
+		cmd := exec.Command(testenv.Binary(t), append([]string{"mcp", "--workspace", w.ws}, args...)...)
+		cmd.Env = baseEnv(t)
+		cmd.Stdin = strings.NewReader("")
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "inside the workspace") {
+			t.Errorf("%v: err=%v output=%s; want a refusal", args, err, out)
+		}
+	}
+	// The default data directory, through TOOLGATE_HOME, is checked the same way.
+	env := append(baseEnv(t), "TOOLGATE_HOME="+filepath.Join(w.ws, "home"))
+	cmd := exec.Command(testenv.Binary(t), "mcp", "--workspace", w.ws)
+	cmd.Env = env
+	cmd.Stdin = strings.NewReader("")
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "inside the workspace") {
+		t.Errorf("TOOLGATE_HOME inside the workspace: err=%v output=%s; want a refusal", err, out)
+	}
+	for _, p := range []string{".local", "home", "toolgate.db"} {
+		if _, err := os.Stat(filepath.Join(w.ws, p)); err == nil {
+			t.Errorf("%s was created in the workspace", p)
+		}
+	}
+	w.unchanged(t)
+}

@@ -137,7 +137,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	tools, closeWS, err := ownTools(env, "", "toolgate bridge")
+	tools, closeWS, err := ownTools(env, "", dataDir, "toolgate bridge")
 	if err != nil {
 		return err
 	}

@@ -136,7 +136,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	var tools []*kernel.Tool
 	if !f.stdio {
 		var closeWS func()
-		if tools, closeWS, err = ownTools(env, f.workspace, "toolgate run"); err != nil {
+		if tools, closeWS, err = ownTools(env, f.workspace, dataDir, "toolgate run"); err != nil {
 			return err
 		}
 		defer closeWS()

@@ -93,7 +93,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	tools, closeWS, err := ownTools(env, f.workspace, "toolgate serve")
+	tools, closeWS, err := ownTools(env, f.workspace, dataDir, "toolgate serve")
 	if err != nil {
 		return err
 	}

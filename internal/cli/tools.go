@@ -13,9 +13,9 @@ import (
 // plane (server.*) always, and the local tools confined to dir when dir is set. Every
 // surface that opens an app goes through here, so a bridge, a run and a daemon over the
 // same data directory publish the same tools for the same grants. The returned close
-// releases the workspace.
-func ownTools(env *Env, dir, command string) ([]*kernel.Tool, func(), error) {
-	cfg := localtools.Config{Warn: env.Err, Version: version.String(),
+// releases the workspace. dataDir is refused inside the workspace.
+func ownTools(env *Env, dir, dataDir, command string) ([]*kernel.Tool, func(), error) {
+	cfg := localtools.Config{Warn: env.Err, Version: version.String(), DataDir: dataDir,
 		DisabledReason: command + " was started without --workspace"}
 	closeWS := func() {}
 	if dir != "" {

@@ -64,6 +64,10 @@ type Config struct {
 	NoConfined bool
 	// DisabledReason, when the workspace is nil, says why (reported by server.status).
 	DisabledReason string
+	// DataDir is toolgate's data directory (store, grants, audit log, keys). Build
+	// refuses a workspace that contains it: the tools would let the agent read the keys
+	// and rewrite its own grants and the audit log.
+	DataDir string
 }
 
 func (c *Config) warnf(format string, args ...any) {
@@ -100,6 +104,16 @@ func Build(cfg Config) ([]*kernel.Tool, error) {
 		cfg.Warn = os.Stderr
 	}
 	var local []*kernel.Tool
+	if cfg.Workspace != nil && cfg.DataDir != "" {
+		in, err := cfg.Workspace.Encloses(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		if in {
+			return nil, fmt.Errorf("the data directory %s is inside the workspace %s, where the local tools could read its keys and rewrite grants and the audit log; "+
+				"give a data directory outside the workspace (--database-dir or TOOLGATE_HOME) or another workspace", cfg.DataDir, cfg.Workspace.Dir())
+		}
+	}
 	if cfg.Workspace != nil {
 		if !cfg.NoConfined {
 			confined(&cfg, cfg.Workspace)

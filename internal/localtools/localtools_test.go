@@ -640,3 +640,21 @@ func TestPatchManyLinesRefused(t *testing.T) {
 		t.Errorf("the file changed")
 	}
 }
+
+// A data directory inside the workspace (as with a workspace at $HOME and the default
+// data directory under it) is refused: the file tools could read its keys and rewrite
+// grants. Outside it, the same workspace builds.
+func TestBuildRefusesDataDirInsideWorkspace(t *testing.T) {
+	f := newFixture(t)
+	for _, dd := range []string{f.dir, filepath.Join(f.dir, ".local", "share", "toolgate"), filepath.Join(f.dir, "src")} {
+		if _, err := Build(Config{NoConfined: true, Workspace: f.ws, DataDir: dd}); err == nil || !strings.Contains(err.Error(), "inside the workspace") {
+			t.Errorf("Build with data directory %s = %v; want a refusal", dd, err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(f.dir, ".local")); err == nil {
+		t.Errorf("the refusal created the data directory")
+	}
+	if _, err := Build(Config{NoConfined: true, Workspace: f.ws, DataDir: filepath.Join(f.parent, "data")}); err != nil {
+		t.Errorf("data directory outside the workspace refused: %v", err)
+	}
+}

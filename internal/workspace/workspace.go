@@ -68,6 +68,40 @@ func Open(dir string) (*Workspace, error) {
 	return &Workspace{dir: real, root: root}, nil
 }
 
+// Encloses reports whether the absolute path p, once its existing part's links are
+// resolved, is the workspace directory or lies inside it. It is for directories the
+// tools must never reach (toolgate's own data directory): p need not exist yet.
+func (w *Workspace) Encloses(p string) (bool, error) {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return false, fmt.Errorf("checking %q: %w", p, err)
+	}
+	// Resolve the longest existing ancestor; the missing rest cannot hold links.
+	rest := ""
+	cur := abs
+	for {
+		real, err := filepath.EvalSymlinks(cur)
+		if err == nil {
+			abs = filepath.Join(real, rest)
+			break
+		}
+		if !errors.Is(err, fs.ErrNotExist) {
+			return false, fmt.Errorf("checking %q: %w", p, err)
+		}
+		parent := filepath.Dir(cur)
+		if parent == cur {
+			break
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+		cur = parent
+	}
+	rel, err := filepath.Rel(w.dir, abs)
+	if err != nil {
+		return false, nil
+	}
+	return rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../")), nil
+}
+
 // Dir returns the workspace's absolute, symlink-free directory.
 func (w *Workspace) Dir() string { return w.dir }
 

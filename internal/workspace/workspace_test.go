@@ -207,3 +207,28 @@ func BenchmarkRel(b *testing.B) {
 		}
 	}
 }
+
+func TestEncloses(t *testing.T) {
+	ws, parent := layout(t)
+	w := ws.Dir()
+	outLink := filepath.Join(parent, "tow")
+	if err := os.Symlink(filepath.Join(w, "src"), outLink); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]bool{
+		w:                                       true,
+		filepath.Join(w, "src"):                 true,
+		filepath.Join(w, "new", "deeper", "db"): true,  // not there yet
+		filepath.Join(outLink, "data"):          true,  // a link outside leading in
+		filepath.Join(w, "d", "tmp"):            false, // a link inside leading out: the real place is /tmp
+		filepath.Join(parent, "W_evil"):         false,
+		parent:                                  false,
+		filepath.Join(parent, "other", "db"):    false,
+		"/":                                     false,
+	} {
+		got, err := ws.Encloses(p)
+		if err != nil || got != want {
+			t.Errorf("Encloses(%s) = %v, %v; want %v", p, got, err, want)
+		}
+	}
+}
