@@ -104,6 +104,7 @@ type App struct {
 	tokenKey []byte
 
 	refreshSeq atomic.Int64
+	pol        policyState // skips reloading an unchanged policy; see refresh.go
 	// policyGen counts the grant and namespace changes refresh applied; a turn
 	// remembers it at open and is stale once it moved (see turn.Stale).
 	policyGen  atomic.Int64
@@ -191,10 +192,19 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 
 // refresh reloads grants and namespace switches from the store (another process, such
 // as `toolgate grant add`, may have changed them) and recompiles the policy only when
-// the grants changed. Refreshes run concurrently (no lock is held across the store
+// the grants changed. It first reads the store's policy version and returns at once if
+// the kernel's policy was loaded at that version (refresh.go), so an unchanged store
+// costs one single-row read. Refreshes run concurrently (no lock is held across the store
 // reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
 	seq := a.refreshSeq.Add(1)
+	ver, current, err := a.policyCurrent(ctx)
+	if err != nil {
+		return err
+	}
+	if current {
+		return nil // nothing changed since the policy the kernel holds was loaded
+	}
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("loading grants: %w", err)
@@ -218,6 +228,9 @@ func (a *App) refresh(ctx context.Context) error {
 	if seq <= a.appliedSeq {
 		return nil // a later refresh already applied newer state
 	}
+	if set, err = a.recheckGrants(grants, set); err != nil {
+		return err
+	}
 	a.appliedSeq = seq
 	if set != nil {
 		a.k.SetPolicy(set)
@@ -229,6 +242,7 @@ func (a *App) refresh(ctx context.Context) error {
 		a.lastNS = ns
 		a.policyGen.Add(1)
 	}
+	a.policyLoaded(ver)
 	return nil
 }
 

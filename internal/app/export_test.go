@@ -1,0 +1,5 @@
+package app
+
+// PolicyLoads reports how many times a has read grants and namespaces from its store
+// in full (not counting the cheap policy-version reads that found nothing changed).
+func PolicyLoads(a *App) int64 { return a.pol.loads.Load() }
