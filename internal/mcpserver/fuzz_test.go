@@ -40,6 +40,8 @@ func FuzzHTTP(f *testing.F) {
 	for i, s := range seeds {
 		f.Add(uint8(i), []byte(s))
 	}
+	f.Add(uint8(162), []byte(initBody)) // POST, loopback, JSON, a good token, headers twice
+	f.Add(uint8(162), []byte(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"test.echo","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`))
 	f.Fuzz(func(t *testing.T, choice uint8, body []byte) {
 		h := mcpserver.NewHandler(mcpserver.HandlerOptions{
 			OpenTurn: func(context.Context, string) (mcpserver.Turn, error) {
@@ -71,12 +73,23 @@ func FuzzHTTP(f *testing.F) {
 		if c&1 == 1 {
 			req.Header.Set("Accept", "application/json, text/event-stream")
 		}
+		// The top choices send the standard headers twice, each pair starting with
+		// a value that alone would be served.
+		dup := c >= 162
+		if dup {
+			req.Header["Mcp-Protocol-Version"] = []string{"2025-11-25", "2026-07-28"}
+			req.Header["Mcp-Method"] = []string{"tools/call", "tools/list"}
+			req.Header["Mcp-Name"] = []string{"test.echo", "test.fail"}
+		}
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		res := rec.Result()
 		got, _ := io.ReadAll(res.Body)
 		if !documented[res.StatusCode] {
 			t.Fatalf("undocumented status %d for %s %q", res.StatusCode, method, body)
+		}
+		if dup && res.StatusCode < 300 {
+			t.Fatalf("headers sent twice were served (status %d)", res.StatusCode)
 		}
 		if auth != "Bearer good" && h.Sessions() != 0 {
 			t.Fatalf("a session was created without authentication (status %d)", res.StatusCode)
