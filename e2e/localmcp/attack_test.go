@@ -1,6 +1,7 @@
 package localmcp
 
 import (
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -168,6 +169,50 @@ func TestAttackDataDirInsideWorkspace(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(w.ws, p)); err == nil {
 			t.Errorf("%s was created in the workspace", p)
 		}
+	}
+	w.unchanged(t)
+}
+
+// A named UNIX socket outside the workspace (standing for docker.sock or an ssh-agent),
+// in a directory bash cannot list: bash connected to it before UNIX-domain sockets were
+// refused inside the sandbox.
+func TestAttackBashReachesHostUnixSocket(t *testing.T) {
+	if _, err := exec.LookPath("perl"); err != nil {
+		t.Skip("perl not installed")
+	}
+	w := newWorld(t)
+	hidden := filepath.Join(w.parent, "data", "run")
+	if err := os.MkdirAll(hidden, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(hidden, "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	accepted := make(chan struct{}, 4)
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Write([]byte("HOST-SOCKET-SECRET\n"))
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	s := w.start(t)
+	r := s.call(pBash, map[string]any{"command": `perl -MIO::Socket::UNIX -e '$s = IO::Socket::UNIX->new(Peer => $ARGV[0]) or die "refused: $!\n"; print scalar <$s>' ` + sock +
+		`; curl -s --max-time 5 --unix-socket ` + sock + ` http://x/; echo "curl=$?"`})
+	if strings.Contains(r.text, "HOST-SOCKET-SECRET") || !strings.Contains(r.text, "refused") {
+		t.Errorf("bash reached a host UNIX socket: %+v", r)
+	}
+	select {
+	case <-accepted:
+		t.Errorf("the host socket accepted a connection from bash")
+	default:
 	}
 	w.unchanged(t)
 }

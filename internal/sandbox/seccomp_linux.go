@@ -34,6 +34,12 @@ import (
 // clone3, whose flags the filter cannot read (they are behind a pointer), fails with
 // ENOSYS so libc falls back to clone. System calls of another ABI (x32, or i386 on
 // amd64) fail with ENOSYS: their numbers differ, so they would bypass the list.
+//
+// unixSocketNote: socket(AF_UNIX, …) is refused too (socketpair stays allowed). Below
+// Landlock ABI 9 nothing governs connect() on a named UNIX socket, and path lookup is
+// not a Landlock right, so a command could connect to any socket whose path it knows
+// (docker.sock, an ssh-agent or gpg-agent socket, the D-Bus system bus), even in a
+// directory it cannot list: a way out of every other layer.
 var deniedSyscalls = []uintptr{
 	unix.SYS_IO_URING_SETUP, unix.SYS_IO_URING_ENTER, unix.SYS_IO_URING_REGISTER,
 	unix.SYS_KEYCTL, unix.SYS_ADD_KEY, unix.SYS_REQUEST_KEY,
@@ -47,7 +53,7 @@ var deniedSyscalls = []uintptr{
 }
 
 // seccompText describes the filter for Capabilities.
-const seccompText = "deny-list filter: io_uring, keyrings, bpf, perf_event_open, userfaultfd, setns, mount API, modules and kexec refused (EPERM); clone/unshare with CLONE_NEWUSER refused; clone3 and foreign-ABI system calls ENOSYS"
+const seccompText = "deny-list filter: io_uring, keyrings, bpf, perf_event_open, userfaultfd, setns, mount API, modules and kexec refused (EPERM); clone/unshare with CLONE_NEWUSER refused; UNIX-domain sockets refused (socketpair allowed); clone3 and foreign-ABI system calls ENOSYS"
 
 // seccompArch is the audit architecture of this build, 0 where no filter is built.
 func seccompArch() uint32 {
@@ -92,6 +98,15 @@ func seccompFilter(arch uint32) []unix.SockFilter {
 	for _, nr := range deniedSyscalls {
 		p = append(p, jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(nr), 0, 1), eperm)
 	}
+	// socket(AF_UNIX, …): refused (see unixSocketNote); the accumulator then holds
+	// args[0], so this branch ends in its own return.
+	p = append(p,
+		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(unix.SYS_SOCKET), 0, 4),
+		stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, seccompArg0),
+		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, unix.AF_UNIX, 0, 1),
+		eperm,
+		allow,
+	)
 	p = append(p,
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(unix.SYS_CLONE3), 0, 1), enosys,
 		jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(unix.SYS_CLONE), 1, 0),
