@@ -216,3 +216,27 @@ func TestAttackBashReachesHostUnixSocket(t *testing.T) {
 	}
 	w.unchanged(t)
 }
+
+// A hostile repository ships a sparse 64 GiB file without a newline. read_file used to
+// read it as one line (twice its size in memory: the server would die); now the answer
+// is the first 256 KiB and the marker, and the server goes on answering.
+func TestAttackReadHugeSparseLine(t *testing.T) {
+	w := newWorld(t)
+	f, err := os.Create(filepath.Join(w.ws, "sparse.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(64 << 30); err != nil {
+		f.Close()
+		t.Skipf("cannot make a sparse 64 GiB file here: %v", err)
+	}
+	f.Close()
+	s := w.start(t)
+	r := s.call(pRead, map[string]any{"path": "sparse.bin"})
+	if r.isError || !strings.Contains(r.text, "[truncated: line 1 is longer than 262144 bytes") {
+		t.Errorf("read = error %v, %d bytes, ends %q", r.isError, len(r.text), r.text[max(0, len(r.text)-100):])
+	}
+	if got := s.ok(pRead, map[string]any{"path": "README.md"}); got != "one\ntwo\nthree\n" {
+		t.Errorf("read after = %q", got)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -656,5 +657,51 @@ func TestBuildRefusesDataDirInsideWorkspace(t *testing.T) {
 	}
 	if _, err := Build(Config{NoConfined: true, Workspace: f.ws, DataDir: filepath.Join(f.parent, "data")}); err != nil {
 		t.Errorf("data directory outside the workspace refused: %v", err)
+	}
+}
+
+// A huge file without a newline (sparse, so a hostile repository can ship terabytes
+// of it) is read in bounded memory: the answer is the first 256 KiB and the marker. It
+// used to be read as one line, costing twice the file's size.
+func TestReadHugeLineBoundedMemory(t *testing.T) {
+	f := newFixture(t)
+	p := filepath.Join(f.dir, "sparse")
+	fh, err := os.Create(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := fh.Truncate(256 << 20); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	tl := f.tool(t, "local.read_file")
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, out, err := call(t, tl, map[string]any{"path": "sparse"})
+	runtime.ReadMemStats(&after)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 16<<20 {
+		t.Errorf("reading a 256 MiB one-line file allocated %d MiB", alloc>>20)
+	}
+	if !strings.Contains(out.Text, "[truncated: line 1 is longer than 262144 bytes; call read_file with byte_offset=262144 to continue]") ||
+		len(out.Text) < MaxReadBytes {
+		t.Errorf("answer: %d bytes, ends %q", len(out.Text), out.Text[max(0, len(out.Text)-120):])
+	}
+	// A later line past a huge one is still found, and skipping costs no memory either.
+	if err := os.WriteFile(p, append(make([]byte, 8<<20), []byte("\nsecond\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, out, err = call(t, tl, map[string]any{"path": "sparse", "offset": 2})
+	runtime.ReadMemStats(&after)
+	if err != nil || out.Text != "second\n" {
+		t.Errorf("offset past a long line = %v, %v", out, err)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
+		t.Errorf("skipping an 8 MiB line allocated %d MiB", alloc>>20)
 	}
 }

@@ -129,8 +129,17 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 	var pos int64 // bytes consumed
 	cut := ""
 	for {
-		s, err := r.ReadString('\n')
-		if len(s) > 0 {
+		// Keep no more of a line than could be shown: a line is not a unit of memory
+		// (a newline-free 1 GiB file cost 2 GiB when lines were read whole).
+		max := -1
+		if line+1 >= offset {
+			max = MaxReadBytes - out.Len()
+			if shown >= limit {
+				max = 0
+			}
+		}
+		s, n, err := readLine(ctx, r, max)
+		if n > 0 {
 			line++
 			if line%4096 == 0 && ctx.Err() != nil {
 				// Skipping to a far offset in a huge file stops when the call is cancelled.
@@ -142,7 +151,7 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 						offset, offset+shown-1, size, line)
 					break
 				}
-				if int64(out.Len()+len(s)) > MaxReadBytes {
+				if int64(out.Len())+n > MaxReadBytes {
 					room := MaxReadBytes - out.Len()
 					if shown == 0 && room > 0 {
 						// One line longer than the cap: show its start, continue by bytes.
@@ -158,9 +167,12 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 				out.WriteString(s)
 				shown++
 			}
-			pos += int64(len(s))
+			pos += n
 		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return nil, kernel.Failed(kernel.CodeTimeout, "reading %s was cancelled", rel)
+			}
 			if !errors.Is(err, io.EOF) {
 				return nil, kernel.Failed(kernel.CodeToolFailed, "reading %s: %v", rel, stripRoot(err))
 			}
@@ -172,6 +184,32 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 		text = fmt.Sprintf("[no lines: the file has %d lines; offset %d is past its end]", line, offset)
 	}
 	return &kernel.Output{Text: withMarker(text, cut)}, nil
+}
+
+// readLine consumes one line of r (through its '\n', or to the end) and returns the
+// bytes it consumed and, of those, the first max+1. With max ≥ 0 it stops consuming as
+// soon as more than max bytes were read (the caller shows at most max), so a line of
+// any length costs at most max+1 bytes of memory; with max < 0 it consumes the whole
+// line, keeping nothing, checking ctx every 64 MiB.
+func readLine(ctx context.Context, r *bufio.Reader, max int) (string, int64, error) {
+	var kept []byte
+	var n int64
+	for i := 1; ; i++ {
+		frag, err := r.ReadSlice('\n')
+		n += int64(len(frag))
+		if room := max + 1 - len(kept); max >= 0 && room > 0 {
+			kept = append(kept, frag[:min(room, len(frag))]...)
+		}
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return string(kept), n, err
+		}
+		if max >= 0 && n > int64(max) {
+			return string(kept), n, nil
+		}
+		if i%1024 == 0 && ctx.Err() != nil {
+			return string(kept), n, ctx.Err()
+		}
+	}
 }
 
 // withMarker appends a truncation marker on its own line.
