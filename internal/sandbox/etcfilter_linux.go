@@ -73,19 +73,32 @@ func planReadsCached(roots, filtered []string) (read, listOnly []string, err err
 	return read, listOnly, nil
 }
 
-// planReads expands the read-only roots into Landlock rules. A root equal to or under a
-// filtered root is walked (see FilteredRoots); a root that contains a filtered root is
-// refused, since granting it would grant the filtered root whole.
+// planReads expands the read-only roots into Landlock rules. Roots and filtered roots
+// are compared after resolving symbolic links (rules hold inodes, not names). A root
+// equal to or under a filtered root is walked (see FilteredRoots); a root that contains
+// a filtered root is refused, since granting it would grant the filtered root whole.
+// Missing roots are skipped.
 func planReads(roots, filtered []string) (read, listOnly []string, err error) {
+	var realFiltered []string
+	for _, f := range filtered {
+		if rf, err := filepath.EvalSymlinks(filepath.Clean(f)); err == nil {
+			realFiltered = append(realFiltered, rf)
+		}
+	}
 	p := &readPlan{}
 	for _, r := range roots {
-		r = filepath.Clean(r)
 		if !filepath.IsAbs(r) {
 			return nil, nil, fmt.Errorf("sandbox: read-only root %q is not absolute", r)
 		}
+		r, err := filepath.EvalSymlinks(filepath.Clean(r))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox: resolving read-only root %s: %w", r, err)
+		}
 		under, rel := "", ""
-		for _, f := range filtered {
-			f = filepath.Clean(f)
+		for _, f := range realFiltered {
 			if r == f || strings.HasPrefix(r, f+"/") {
 				under = f
 				rel, _ = filepath.Rel(f, r)
@@ -99,17 +112,14 @@ func planReads(roots, filtered []string) (read, listOnly []string, err error) {
 			p.read = append(p.read, r)
 			continue
 		}
-		fi, err := os.Lstat(r)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox: checking read-only root %s: %w", r, err)
-		}
 		if rel == "." {
 			rel = ""
 		}
-		if rel != "" && !p.allowed(fi, rel) {
+		fi, err := os.Lstat(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("sandbox: checking read-only root %s: %w", r, err)
+		}
+		if (rel != "" || !fi.IsDir()) && !p.allowed(fi, rel) {
 			continue
 		}
 		if !fi.IsDir() {

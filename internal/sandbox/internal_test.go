@@ -79,3 +79,58 @@ func TestStaleLeavesRemoved(t *testing.T) {
 		t.Errorf("a live process's leaf was removed: %v", err)
 	}
 }
+
+func TestPlanReadsFilteredRootEdgeCases(t *testing.T) {
+	dir := t.TempDir()
+	real := filepath.Join(dir, "real")
+	if err := os.Mkdir(real, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, mode := range map[string]os.FileMode{"pub": 0o644, "secret": 0o600} {
+		if err := os.WriteFile(filepath.Join(real, name), nil, mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	link := filepath.Join(dir, "etc")
+	if err := os.Symlink(real, link); err != nil {
+		t.Fatal(err)
+	}
+	// A filtered root that is a link is walked through the link, never granted whole.
+	read, list, err := planReads([]string{link}, []string{link})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 1 || read[0] != filepath.Join(real, "pub") || len(list) != 1 || list[0] != real {
+		t.Errorf("read %v list %v", read, list)
+	}
+	// A secret named directly as a root under a filtered root is not granted.
+	read, _, err = planReads([]string{filepath.Join(real, "secret"), filepath.Join(real, "pub")}, []string{real})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(read) != 1 || read[0] != filepath.Join(real, "pub") {
+		t.Errorf("read %v", read)
+	}
+	// A root containing a filtered root is refused; a missing one is skipped.
+	if _, _, err := planReads([]string{dir}, []string{real}); err == nil {
+		t.Errorf("a root containing the filtered root was accepted")
+	}
+	if read, list, err := planReads([]string{filepath.Join(dir, "missing")}, []string{filepath.Join(dir, "missing")}); err != nil || len(read)+len(list) != 0 {
+		t.Errorf("missing filtered root: %v %v %v", read, list, err)
+	}
+}
+
+func TestPlanReadsLinkedRootExposingFilteredRootRefused(t *testing.T) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "etc")
+	if err := os.Mkdir(etc, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	host := filepath.Join(t.TempDir(), "host")
+	if err := os.Symlink(dir, host); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := planReads([]string{host}, []string{etc}); err == nil {
+		t.Errorf("a link to a directory containing the filtered root was accepted")
+	}
+}
