@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -252,9 +251,12 @@ func (s cgroupSetup) newLeaf(maxProcs int, maxMem int64) (*cgroupLeaf, error) {
 		if err := l.write("memory.max", strconv.FormatInt(maxMem, 10)); err != nil {
 			return fail(err)
 		}
-		// Without swap limits a hog would page out instead of being stopped.
-		if err := l.write("memory.swap.max", "0"); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fail(err)
+		// Without a swap limit a hog would page out instead of being stopped. The file
+		// is absent where swap accounting is off (then there is no swap to limit).
+		if _, err := os.Stat(filepath.Join(dir, "memory.swap.max")); err == nil {
+			if err := l.write("memory.swap.max", "0"); err != nil {
+				return fail(err)
+			}
 		}
 		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {

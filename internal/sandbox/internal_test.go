@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func TestPlanReadsSplitsOnlyWhereNeeded(t *testing.T) {
@@ -132,5 +134,58 @@ func TestPlanReadsLinkedRootExposingFilteredRootRefused(t *testing.T) {
 	}
 	if _, _, err := planReads([]string{host}, []string{etc}); err == nil {
 		t.Errorf("a link to a directory containing the filtered root was accepted")
+	}
+}
+
+// TestCloneIntoV2Leaf exercises the cgroup v2 placement (CLONE_INTO_CGROUP together
+// with the sandbox's namespaces) on any v2 hierarchy toolgate can create a child in,
+// even one without the pids and memory controllers (as on the development machine,
+// where the limits themselves therefore cannot be tested).
+func TestCloneIntoV2Leaf(t *testing.T) {
+	if c := Probe(); !c.Available {
+		t.Skipf("sandbox unavailable: %s", c.Reason)
+	}
+	own, err := ownCgroups()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, _, err := cgroupMounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ok := own[""]
+	if !ok || v2.dir == "" {
+		t.Skip("no cgroup v2 hierarchy")
+	}
+	base, err := underMount(v2, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(base, fmt.Sprintf("toolgate-sandbox-%d-clonetest", os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Skipf("cannot create a v2 cgroup here: %v", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		os.Remove(dir)
+		t.Fatal(err)
+	}
+	leaf := &cgroupLeaf{dir: dir, mode: cgV2, fd: fd}
+	defer func() {
+		leaf.remove()
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("leaf %s not removed: %v", dir, err)
+		}
+	}()
+	var out, errOut strings.Builder
+	cfg := helperConfig{Mode: "exec", Argv: []string{"/bin/cat", "/proc/self/cgroup"},
+		Env: []string{"PATH=/usr/bin:/bin"}, Dir: t.TempDir(), NewNet: true, MountProc: true, DropCaps: true}
+	state, setupErr, err := runHelper(t.Context(), cfg, cloneFlags(true), leaf, &out, &errOut)
+	if err != nil || setupErr != "" || !state.Success() {
+		t.Fatalf("helper: %v %q %v (stderr %q)", err, setupErr, state, errOut.String())
+	}
+	rel, _ := filepath.Rel(v2.dir, dir)
+	if want := "0::/" + rel + "\n"; !strings.Contains(out.String(), want) {
+		t.Errorf("/proc/self/cgroup inside = %q, want a line %q", out.String(), want)
 	}
 }
