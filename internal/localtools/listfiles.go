@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"path"
 	"strconv"
 	"strings"
@@ -117,6 +118,9 @@ func listFiles(ctx context.Context, ws *workspace.Workspace, args map[string]any
 		return nil, kernel.Failed(kernel.CodeToolFailed, "%s is not a directory", rel)
 	}
 	var entries []string
+	patSegs := strings.Split(pattern, "/")
+	globBudget := int64(maxGlobCost)
+	globSpent := false
 	visited := 0
 	var truncated, deeper, tooMany bool
 	fsys := ws.Root().FS()
@@ -146,7 +150,11 @@ func listFiles(ctx context.Context, ws *workspace.Workspace, args map[string]any
 			return fs.SkipDir
 		}
 		isDir := d.IsDir()
-		if !hasPattern || globMatch(pattern, sub) {
+		if hasPattern && globBudget < 0 {
+			globSpent = true
+			return fs.SkipAll
+		}
+		if !hasPattern || matchSegs(patSegs, strings.Split(sub, "/"), &globBudget) {
 			if int64(len(entries)) >= maxEntries {
 				truncated = true
 				return fs.SkipAll
@@ -173,7 +181,12 @@ func listFiles(ctx context.Context, ws *workspace.Workspace, args map[string]any
 	if len(entries) == 0 {
 		b.WriteString("[no entries]\n")
 	}
+	if hasPattern && globBudget < 0 {
+		globSpent = true
+	}
 	switch {
+	case globSpent:
+		fmt.Fprintf(&b, "[truncated: matching the pattern became too costly (long literal runs between ** segments against long names) and the listing stopped; narrow path or simplify the pattern]\n")
 	case truncated:
 		fmt.Fprintf(&b, "[truncated: stopped at %d entries (max_entries); narrow path or pattern, or raise max_entries up to %d]\n", maxEntries, MaxListEntries)
 	case tooMany:
@@ -230,10 +243,21 @@ func checkGlob(pattern string) error {
 // globMatch matches a slash path against a pattern whose "**" segments match any
 // number (including zero) of path segments; other segments use path.Match.
 func globMatch(pattern, name string) bool {
-	return matchSegs(strings.Split(pattern, "/"), strings.Split(name, "/"))
+	budget := int64(math.MaxInt64)
+	return matchSegs(strings.Split(pattern, "/"), strings.Split(name, "/"), &budget)
 }
 
-func matchSegs(ps, ns []string) bool {
+// maxGlobCost bounds the matching work of one list_files call, in units of
+// pattern-segment bytes × name-segment bytes (path.Match's worst case per segment
+// pair). A pattern of long literal runs between ** segments, matched against deep
+// paths of long names, cost 4.6 ms per entry; over the 200000 entries a walk may visit
+// that was a quarter of an hour. This is about two seconds of matching at most, and
+// several times what "**/*_test.go" costs over 200000 entries of an ordinary tree.
+const maxGlobCost = 1 << 30
+
+// matchSegs reports whether the segments match, charging every path.Match to budget;
+// once the budget is spent it answers false without matching.
+func matchSegs(ps, ns []string, budget *int64) bool {
 	// Iterative with one backtrack point per "**" run, so hostile patterns
 	// ("**/**/**/…") cost O(len(ps)·len(ns)) at worst.
 	pi, ni := 0, 0
@@ -245,6 +269,10 @@ func matchSegs(ps, ns []string) bool {
 			continue
 		}
 		if pi < len(ps) {
+			*budget -= int64(len(ps[pi])+1) * int64(len(ns[ni])+1)
+			if *budget < 0 {
+				return false
+			}
 			if ok, _ := path.Match(ps[pi], ns[ni]); ok {
 				pi++
 				ni++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -703,5 +704,36 @@ func TestReadHugeLineBoundedMemory(t *testing.T) {
 	}
 	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 4<<20 {
 		t.Errorf("skipping an 8 MiB line allocated %d MiB", alloc>>20)
+	}
+}
+
+// A pattern of long literal runs between ** segments, against deep paths of long
+// names, used to cost milliseconds per entry (a quarter of an hour over a full walk).
+// The matching budget stops the listing and says so; an ordinary pattern over the same
+// tree still lists every match.
+func TestListFilesCostlyGlobBounded(t *testing.T) {
+	f := newFixture(t)
+	deep := f.dir
+	for i := 0; i < 16; i++ { // under PATH_MAX, so the fixture can be made by absolute path
+		deep = filepath.Join(deep, strings.Repeat("a", 200)+string(rune('a'+i)))
+	}
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	const files = 6000
+	for i := 0; i < files; i++ {
+		if err := os.WriteFile(filepath.Join(deep, fmt.Sprintf("%s%05d.go", strings.Repeat("a", 200), i)), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tl := f.tool(t, "local.list_files")
+	costly := strings.Repeat("**/*"+strings.Repeat("a", 200)+"b/", 4) + "**/x"
+	_, out, err := call(t, tl, map[string]any{"pattern": costly, "max_depth": 32, "max_entries": 10000})
+	if err != nil || !strings.Contains(out.Text, "matching the pattern became too costly") {
+		t.Errorf("costly pattern: %v, %v", out, err)
+	}
+	_, out, err = call(t, tl, map[string]any{"pattern": "**/*.go", "max_depth": 32, "max_entries": 10000})
+	if err != nil || strings.Count(out.Text, ".go\n") != files+1 || strings.Contains(out.Text, "truncated") {
+		t.Errorf("ordinary pattern: %d matches (want %d), %v", strings.Count(out.Text, ".go\n"), files+1, err)
 	}
 }
