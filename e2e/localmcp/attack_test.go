@@ -240,3 +240,23 @@ func TestAttackReadHugeSparseLine(t *testing.T) {
 		t.Errorf("read after = %q", got)
 	}
 }
+
+// bash builds a deep tree of long names, then list_files is asked a glob made of long
+// literal runs between ** segments: the matching budget ends the listing with a
+// marker instead of holding the server for many minutes.
+func TestAttackCostlyGlob(t *testing.T) {
+	w := newWorld(t)
+	s := w.start(t)
+	r := s.call(pBash, map[string]any{"command": `d=.; for i in $(seq 16); do d="$d/$(printf 'a%.0s' $(seq 200))$i"; done; mkdir -p "$d" && cd "$d" && n=$(printf 'a%.0s' $(seq 200)) && for i in $(seq 6000); do : > "$n$i.go"; done; echo made`})
+	if r.isError || !strings.Contains(r.text, "made") {
+		t.Fatalf("bash could not build the tree: %+v", r)
+	}
+	costly := strings.Repeat("**/*"+strings.Repeat("a", 200)+"b/", 4) + "**/x"
+	got := s.ok(pList, map[string]any{"pattern": costly, "max_depth": 32, "max_entries": 10000})
+	if !strings.Contains(got, "matching the pattern became too costly") {
+		t.Errorf("list_files = %.300s", got)
+	}
+	if got := s.ok(pRead, map[string]any{"path": "README.md"}); got != "one\ntwo\nthree\n" {
+		t.Errorf("read after = %q", got)
+	}
+}
