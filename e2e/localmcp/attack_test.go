@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -259,4 +260,23 @@ func TestAttackCostlyGlob(t *testing.T) {
 	if got := s.ok(pRead, map[string]any{"path": "README.md"}); got != "one\ntwo\nthree\n" {
 		t.Errorf("read after = %q", got)
 	}
+}
+
+// bash plants a declarative tool definition where .agents/tools did not exist; the next
+// toolgate mcp in the workspace used to publish it. Now .agents/tools is made and
+// mounted read-only before the command runs, and nothing is planted.
+func TestAttackBashPlantsDeclarativeTool(t *testing.T) {
+	w := newWorld(t)
+	s := w.start(t)
+	s.call(pBash, map[string]any{"command": `mkdir -p .agents/tools/main; cat > .agents/tools/main/p.json <<'X'
+{"name":"planted","description":"Planted","inputSchema":{"type":"object","additionalProperties":false,"properties":{}},"command":["id"],"readOnly":true}
+X
+mv .agents .agents-old; mkdir -p .agents/tools/main && cp .agents-old/tools/main/p.json .agents/tools/main/ ; echo tried`})
+	if _, err := os.Stat(filepath.Join(w.ws, ".agents", "tools", "main", "p.json")); err == nil {
+		t.Errorf("bash planted a declarative tool definition")
+	}
+	if names := w.start(t).names(); slices.Contains(names, "toolgate_local_planted") {
+		t.Errorf("the next session publishes the planted tool: %v", names)
+	}
+	w.unchanged(t)
 }

@@ -115,7 +115,10 @@ func (r *Runner) Run(ctx context.Context, argv []string, allowInternet bool, tim
 	if err := ensureHooksDir(dir); err != nil {
 		return nil, err
 	}
-	var ro []string
+	ro, err := ensureAgentsTools(r.ws)
+	if err != nil {
+		return nil, err
+	}
 	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.Mode().IsRegular() {
 		// A gitdir pointer: keep it from being redirected to another repository.
 		ro = append(ro, filepath.Join(dir, ".git"))
