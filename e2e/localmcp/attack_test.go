@@ -280,3 +280,40 @@ mv .agents .agents-old; mkdir -p .agents/tools/main && cp .agents-old/tools/main
 	}
 	w.unchanged(t)
 }
+
+// bash cannot write .agents/tools or .gitattributes, but .git/objects and refs stay
+// writable: it builds a commit holding a declarative tool definition with git plumbing,
+// then asks git_checkout (whose git runs outside the sandbox) to switch to it. The
+// switch used to land the files, and the next session published the planted tool.
+func TestAttackCheckoutLandsProtectedFiles(t *testing.T) {
+	needGit(t)
+	w := newWorld(t)
+	os.RemoveAll(filepath.Join(w.ws, ".git"))
+	gitIn(t, w.ws, "init", "-q")
+	gitIn(t, w.ws, "add", "README.md")
+	gitIn(t, w.ws, "commit", "-q", "-m", "base")
+	s := w.start(t)
+	r := s.call(pBash, map[string]any{"command": `set -e
+export GIT_AUTHOR_NAME=a GIT_AUTHOR_EMAIL=a@a GIT_COMMITTER_NAME=a GIT_COMMITTER_EMAIL=a@a GIT_INDEX_FILE=$TMPDIR/idx
+git read-tree HEAD
+b=$(printf '%s\n' '{"name":"planted","description":"Planted","inputSchema":{"type":"object","additionalProperties":false,"properties":{}},"command":["id"],"readOnly":true}' | git hash-object -w --stdin)
+git update-index --add --cacheinfo 100644,$b,.agents/tools/main/p.json
+a=$(printf '* diff=x\n' | git hash-object -w --stdin)
+git update-index --add --cacheinfo 100644,$a,.gitattributes
+git update-ref refs/heads/evil $(git commit-tree $(git write-tree) -p HEAD -m evil)
+echo built`})
+	if r.isError || !strings.Contains(r.text, "built") {
+		t.Fatalf("bash could not build the commit: %+v", r)
+	}
+	s.refused(gitName("checkout"), map[string]any{"ref": "evil"}, "protected_path")
+	s.refused(gitName("checkout"), map[string]any{"ref": "evil", "create_branch": "x"}, "protected_path")
+	for _, p := range []string{".agents/tools/main/p.json", ".gitattributes"} {
+		if _, err := os.Stat(filepath.Join(w.ws, p)); err == nil {
+			t.Errorf("git_checkout wrote %s", p)
+		}
+	}
+	if names := w.start(t).names(); slices.Contains(names, "toolgate_local_planted") {
+		t.Errorf("the next session publishes the planted tool")
+	}
+	w.unchanged(t)
+}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // maxRepoEntries bounds how many entries of the repository directory the link check
@@ -133,4 +134,48 @@ func stripPath(err error) error {
 		return pe.Err
 	}
 	return err
+}
+
+// refuseProtectedChanges refuses a switch to commit id that would change a protected
+// path (workspace.IsProtected: .gitattributes, .gitmodules, toolgate's .agents/tools
+// and .toolgate, …). git writes the work tree outside the sandbox, so without this a
+// commit built with git plumbing inside bash (where .git/objects and refs are
+// writable) could land files that neither the file tools nor bash may write, such as a
+// declarative tool definition the next session would publish.
+func (r *runner) refuseProtectedChanges(ctx context.Context, id string) error {
+	res, err := r.run(ctx, true, "", nil, "rev-parse", "--verify", "--quiet", "HEAD^{commit}")
+	if err != nil {
+		return err
+	}
+	var argv []string
+	if res.exitCode == 0 {
+		argv = []string{"diff", "--no-ext-diff", "--no-textconv", "--no-renames", "--name-only", "-z", "--end-of-options", "HEAD", id, "--"}
+	} else {
+		// An unborn branch: everything in the commit is new.
+		argv = []string{"ls-tree", "-r", "--name-only", "-z", "--end-of-options", id}
+	}
+	res, err = r.run(ctx, true, "", nil, argv...)
+	if err != nil {
+		return err
+	}
+	if res.truncated {
+		return kernel.Failed(kernel.CodeToolFailed, "the switch changes too many paths to check them for protected files; a person must do it")
+	}
+	if res.exitCode != 0 {
+		return r.failure(argv[0], res)
+	}
+	var hit []string
+	for _, p := range strings.Split(string(res.stdout), "\x00") {
+		if p != "" && workspace.IsProtected(p) {
+			hit = append(hit, p)
+		}
+	}
+	if len(hit) > 0 {
+		if len(hit) > 10 {
+			hit = append(hit[:10], "…")
+		}
+		return kernel.Denied(kernel.CodeProtectedPath,
+			"switching to %s would change protected files (%s); git_checkout never writes those, a person must do this switch", id, strings.Join(hit, ", "))
+	}
+	return nil
 }

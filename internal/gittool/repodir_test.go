@@ -101,3 +101,38 @@ func TestHooksLinkAllowed(t *testing.T) {
 		t.Errorf("status = %q", out)
 	}
 }
+
+// A switch that would write protected files (a declarative tool definition, a
+// .gitattributes) is refused and changes nothing; one that touches none still works.
+func TestCheckoutRefusesProtectedChanges(t *testing.T) {
+	dir := newRepo(t)
+	rawGit(t, dir, "switch", "-q", "-c", "evil")
+	write(t, filepath.Join(dir, ".agents", "tools", "main", "p.json"), "{}\n")
+	write(t, filepath.Join(dir, ".gitattributes"), "* diff=x\n")
+	rawGit(t, dir, "add", ".agents", ".gitattributes")
+	rawGit(t, dir, "commit", "-q", "-m", "evil")
+	rawGit(t, dir, "switch", "-q", "main")
+	rawGit(t, dir, "switch", "-q", "-c", "plain")
+	write(t, filepath.Join(dir, "plain.txt"), "plain\n")
+	rawGit(t, dir, "add", "plain.txt")
+	rawGit(t, dir, "commit", "-q", "-m", "plain")
+	rawGit(t, dir, "switch", "-q", "main")
+	k := newKit(t, dir, gittool.Options{})
+	for _, args := range []map[string]any{{"ref": "evil"}, {"ref": "evil", "create_branch": "evil2"}} {
+		out, err := k.call(t, "git_checkout", args)
+		if codeOf(err) != kernel.CodeProtectedPath || !strings.Contains(err.Error(), ".agents/tools/main/p.json") {
+			t.Errorf("git_checkout %v = %v, %v; want protected_path naming the file", args, out, err)
+		}
+	}
+	for _, p := range []string{".agents", ".gitattributes"} {
+		absent(t, filepath.Join(dir, p))
+	}
+	if head := strings.TrimSpace(rawGit(t, dir, "symbolic-ref", "--short", "HEAD")); head != "main" {
+		t.Errorf("HEAD = %s after the refusals", head)
+	}
+	if br := rawGit(t, dir, "branch", "--list", "evil2"); br != "" {
+		t.Errorf("branch evil2 was created: %q", br)
+	}
+	k.mustCall(t, "git_checkout", map[string]any{"ref": "plain"})
+	present(t, filepath.Join(dir, "plain.txt"))
+}

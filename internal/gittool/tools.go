@@ -381,6 +381,9 @@ func (r *runner) checkoutTool() *kernel.Tool {
 					argv = []string{"switch", "--detach", "--end-of-options", id}
 				}
 			}
+			if err := r.refuseProtectedChanges(ctx, id); err != nil {
+				return nil, err
+			}
 			res, err := r.run(ctx, false, "", nil, argv...)
 			if err != nil {
 				return nil, err
