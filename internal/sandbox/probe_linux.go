@@ -68,33 +68,46 @@ func probe() Capabilities {
 			}
 			full.ReadOnly, full.ReadDirOnly, err = planReads(DefaultReadOnlyRoots, FilteredRoots)
 		}
-		if err == nil {
+		inLeaf := func(cfg helperConfig) error {
+			leaf, err := cg.newLeaf(DefaultMaxProcesses, DefaultMaxMemory)
+			if err != nil {
+				return err
+			}
+			defer leaf.remove()
+			return try(cloneFlags(true), cfg, leaf)
+		}
+		// Everything at once first (one helper start, which matters because the helper is
+		// this whole binary); only if that fails is each optional layer tried alone, so
+		// the required layers are never refused for an optional one's sake.
+		all := full
+		all.Seccomp = true
+		if err == nil && cg.mode != cgNone && inLeaf(all) == nil {
+			c.seccompOK, c.cgroupOK = true, true
+		} else if err == nil {
 			err = try(cloneFlags(true), full, nil)
+			if err == nil {
+				if serr := try(cloneFlags(true), all, nil); serr != nil {
+					c.Seccomp = "none: " + serr.Error()
+				} else {
+					c.seccompOK = true
+				}
+				if cg.mode != cgNone {
+					// Only a helper started in a leaf makes the cgroup limits promised.
+					if lerr := inLeaf(full); lerr != nil {
+						cg = cgroupSetup{why: fmt.Sprintf("none: starting a confined helper in a %s leaf failed: %v", cg.why, lerr)}
+					} else {
+						c.cgroupOK = true
+					}
+				}
+			}
 		}
 		note("full confinement", err)
-		if err == nil {
-			sc := full
-			sc.Seccomp = true
-			if serr := try(cloneFlags(true), sc, nil); serr != nil {
-				c.Seccomp = "none: " + serr.Error()
-			} else {
-				c.seccompOK = true
-				c.Seccomp = seccompText
-			}
+		if c.seccompOK {
+			c.Seccomp = seccompText
 		}
-		if err == nil && cg.mode != cgNone {
-			// The same inside a cgroup leaf: only then are the cgroup limits promised.
-			leaf, lerr := cg.newLeaf(DefaultMaxProcesses, DefaultMaxMemory)
-			if lerr == nil {
-				lerr = try(cloneFlags(true), full, leaf)
-				leaf.remove()
-			}
-			if lerr != nil {
-				cg = cgroupSetup{why: fmt.Sprintf("none: starting a confined helper in a %s leaf failed: %v", cg.why, lerr)}
-			} else {
-				c.cgroupOK = true
-			}
-		}
+	}
+	if !c.cgroupOK && cg.mode != cgNone {
+		cg = cgroupSetup{why: "none: the sandbox itself is unavailable"}
 	}
 	c.Cgroup = cg.why
 	c.ProcessLimit = processLimitText(cg)
