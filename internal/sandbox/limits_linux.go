@@ -16,6 +16,11 @@ import (
 // instead of letting a fork loop spin until the timeout.
 const leafPollInterval = 25 * time.Millisecond
 
+// minProcesses is the smallest process limit applied: the helper (a Go program with a
+// handful of threads) runs in the call's cgroup before it execs the command, and
+// would crash if it could not start its own threads.
+const minProcesses = 16
+
 // limits are one call's resource limits, defaults applied.
 type limits struct {
 	procs    int
@@ -29,6 +34,9 @@ func limitsFor(spec Spec, timeout time.Duration) limits {
 	l := limits{procs: spec.MaxProcesses, memory: spec.MaxMemory, fileSize: spec.MaxFileSize, files: spec.MaxOpenFiles}
 	if l.procs <= 0 {
 		l.procs = DefaultMaxProcesses
+	}
+	if l.procs < minProcesses {
+		l.procs = minProcesses
 	}
 	if l.memory <= 0 {
 		l.memory = DefaultMaxMemory

@@ -338,3 +338,13 @@ func countMarker(m string) int {
 	}
 	return n
 }
+
+func TestTinyProcessLimitStillRuns(t *testing.T) {
+	requireSandbox(t)
+	spec := bash(t.TempDir(), `echo ok; ulimit -u`)
+	spec.MaxProcesses = 1
+	res := run(t, spec)
+	if string(res.Stdout) != "ok\n16\n" || res.LimitExceeded != "" {
+		t.Errorf("stdout %q stderr %q limit %q", res.Stdout, res.Stderr, res.LimitExceeded)
+	}
+}

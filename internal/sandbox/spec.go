@@ -92,6 +92,7 @@ type Spec struct {
 	// and threads; MaxMemory is bytes for the whole call under a cgroup, else per
 	// process address space; MaxFileSize is the largest file a process may write;
 	// MaxOpenFiles is per process. CPU time per process is limited to the timeout.
+	// MaxProcesses below 16 is raised to 16 (the setup helper's own threads count).
 	MaxProcesses int
 	MaxMemory    int64
 	MaxFileSize  int64
