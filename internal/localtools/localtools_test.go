@@ -737,3 +737,26 @@ func TestListFilesCostlyGlobBounded(t *testing.T) {
 		t.Errorf("ordinary pattern: %d matches (want %d), %v", strings.Count(out.Text, ".go\n"), files+1, err)
 	}
 }
+
+// Reading by lines never scans more than maxLineScan bytes to reach its offset (a
+// sparse file can be terabytes and file tools have no deadline); the answer says to
+// use byte_offset. Lines before the bound are still reached.
+func TestReadFarOffsetBounded(t *testing.T) {
+	f := newFixture(t)
+	old := maxLineScan
+	maxLineScan = 1 << 20
+	t.Cleanup(func() { maxLineScan = old })
+	p := filepath.Join(f.dir, "big")
+	if err := os.WriteFile(p, []byte(strings.Repeat("x\n", 1<<20)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tl := f.tool(t, "local.read_file")
+	_, out, err := call(t, tl, map[string]any{"path": "big", "offset": 900000, "limit": 1})
+	if err != nil || !strings.HasPrefix(out.Text, "[not read: line 900000 lies more than 1048576 bytes into big") {
+		t.Errorf("far offset = %v, %v", out, err)
+	}
+	_, out, err = call(t, tl, map[string]any{"path": "big", "offset": 500000, "limit": 1})
+	if err != nil || !strings.HasPrefix(out.Text, "x\n[truncated: showed lines 500000–500000") {
+		t.Errorf("offset within the bound = %v, %v", out, err)
+	}
+}

@@ -13,6 +13,10 @@ import (
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
+// maxLineScan bounds how far read_file reads to find its first line: with no per-call
+// deadline, skipping to a far offset of a huge sparse file would otherwise read it all.
+var maxLineScan int64 = 4 << 30
+
 // Read limits. A single answer never carries more than MaxReadBytes of file content;
 // anything cut says so with a marker naming how to continue.
 const (
@@ -168,6 +172,12 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 				shown++
 			}
 			pos += n
+			if line < offset && pos > maxLineScan {
+				// Skipping this far by lines would read the whole file first (a sparse
+				// file can be terabytes); bytes can be reached directly.
+				return &kernel.Output{Text: fmt.Sprintf("[not read: line %d lies more than %d bytes into %s (%d bytes); read that part with byte_offset instead]",
+					offset, maxLineScan, rel, size)}, nil
+			}
 		}
 		if err != nil {
 			if ctx.Err() != nil {
