@@ -173,7 +173,7 @@ func Tools(ws *workspace.Workspace, opts Options) []*kernel.Tool {
 func (r *Runner) bashTool() *kernel.Tool {
 	o := r.opts
 	caps := sandbox.Probe()
-	state := describe(caps, o.AllowInternet)
+	state := describe(caps, o)
 	internet := o.AllowInternet
 	schema := map[string]any{
 		"$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -224,7 +224,12 @@ func (r *Runner) bashTool() *kernel.Tool {
 }
 
 // describe states the confinement in force, for the tool description.
-func describe(c sandbox.Capabilities, internet bool) string {
+func describe(c sandbox.Capabilities, o Options) string {
+	internet := o.AllowInternet
+	fileCap := o.MaxFileSize
+	if fileCap <= 0 {
+		fileCap = sandbox.DefaultMaxFileSize
+	}
 	if !c.Available {
 		return "UNAVAILABLE on this machine (" + c.Reason + "), so every call is refused."
 	}
@@ -233,7 +238,7 @@ func describe(c sandbox.Capabilities, internet bool) string {
 		net = "network allowed"
 	}
 	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
-		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, sandbox.DefaultMaxFileSize>>20, sandbox.DefaultMaxOpenFiles)
+		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, fileCap>>20, sandbox.DefaultMaxOpenFiles)
 }
 
 type bashResult struct {
