@@ -327,7 +327,11 @@ func unsafeKey(key string) bool {
 	case "interactive":
 		return variable == "difffilter"
 	case "gpg":
-		return variable == "program"
+		// gpg.ssh.defaultKeyCommand runs when a commit is ssh-signed without a key.
+		return variable == "program" || variable == "defaultkeycommand"
+	case "trailer":
+		// trailer.<token>.command/cmd run whenever trailers are interpreted.
+		return variable == "command" || variable == "cmd"
 	case "web":
 		return variable == "browser"
 	}
