@@ -65,7 +65,7 @@ func TestUnsafeKey(t *testing.T) {
 		"interactive.diffFilter": true, "difftool.x.cmd": true, "mergetool.x.cmd": true, "web.browser": true,
 		"trailer.sign.command": true, "trailer.sign.cmd": true, "gpg.ssh.defaultKeyCommand": true,
 		"trailer.sign.key": false,
-		"core.bare": false, "core.filemode": false, "remote.origin.url": false, "branch.main.remote": false,
+		"core.bare":        false, "core.filemode": false, "remote.origin.url": false, "branch.main.remote": false,
 		"user.name": false, "commit.gpgSign": false, "gpg.format": false, "diff.x.binary": false,
 		"merge.x.name": false, "extensions.worktreeConfig": false, "core.repositoryformatversion": false,
 		"remote.origin.fetch": false, "submodule.x.url": false,
