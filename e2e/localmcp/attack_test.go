@@ -1,6 +1,8 @@
 package localmcp
 
 import (
+	"context"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -8,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -316,4 +321,49 @@ echo built`})
 		t.Errorf("the next session publishes the planted tool")
 	}
 	w.unchanged(t)
+}
+
+// toolgate is started with extra descriptors open (as a harness or shell may leave
+// them, without close-on-exec). bash used to inherit them: a pipe or a socket of the
+// harness, usable past every sandbox layer. Here bash tries to write through the
+// inherited pipe; nothing may arrive.
+func TestAttackBashUsesInheritedDescriptor(t *testing.T) {
+	w := newWorld(t)
+	var extra []*os.File
+	for i := 0; i < 3; i++ { // fds 3, 4, 5 in toolgate
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		extra = append(extra, f)
+	}
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	extra = append(extra, pw) // fd 6 in toolgate
+	cmd := exec.Command(testenv.Binary(t), "mcp", "--workspace", w.ws, "--database-dir", w.data)
+	cmd.Env = baseEnv(t)
+	cmd.ExtraFiles = extra
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	client := mcp.NewClient(&mcp.Implementation{Name: "attack", Version: "1"}, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	session, err := client.Connect(ctx, &mcp.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connect: %v\n%s", err, stderr.String())
+	}
+	pw.Close() // only toolgate (and whatever it passes on) holds the write end now
+	s := &server{t: t, session: session, stderr: stderr}
+	r := s.call(pBash, map[string]any{"command": `ls /proc/self/fd; echo INJECTED-THROUGH-FD >&6 && echo wrote`})
+	if strings.Contains(r.text, "wrote") {
+		t.Errorf("bash wrote through toolgate's inherited descriptor: %s", r.text)
+	}
+	session.Close()
+	got, _ := io.ReadAll(pr)
+	if strings.Contains(string(got), "INJECTED") {
+		t.Errorf("the inherited pipe received %q", got)
+	}
 }

@@ -70,6 +70,9 @@ func helperMain() int {
 	if err := applyRlimits(cfg.Rlimits); err != nil {
 		return fail(err)
 	}
+	if err := closeInheritedFDs(); err != nil {
+		return fail(err)
+	}
 	err = unix.Exec(path, cfg.Argv, cfg.Env)
 	return fail(fmt.Errorf("%sexecuting %s: %w", execFailedPrefix, cfg.Argv[0], err))
 }
