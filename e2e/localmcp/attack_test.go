@@ -367,3 +367,35 @@ func TestAttackBashUsesInheritedDescriptor(t *testing.T) {
 		t.Errorf("the inherited pipe received %q", got)
 	}
 }
+
+// Links bash makes a moment before the file tools use them (these attempts were already
+// refused; kept so they stay so): a directory link to /, a relative link leading out, a
+// hard link inside the workspace, a FIFO. Every write is refused, nothing outside
+// changes, nothing blocks, and list_files shows links without following them.
+func TestAttackLinksMadeByBash(t *testing.T) {
+	w := newWorld(t)
+	s := w.start(t)
+	r := s.call(pBash, map[string]any{"command": `ln -s / dl && mkdir -p sub && ln -s ../../secret sub/out && ln README.md hl && mkfifo ff && echo made`})
+	if r.isError || !strings.Contains(r.text, "made") {
+		t.Fatalf("bash: %+v", r)
+	}
+	victim := "tg-attack-" + filepath.Base(w.parent) // a name no one else uses, under /tmp
+	s.refused(pWrite, map[string]any{"path": "dl/tmp/" + victim, "content": "x"}, "path_outside_workspace")
+	s.refused(pWrite, map[string]any{"path": "sub/out", "content": "pwned"}, "path_outside_workspace")
+	s.refused(pRead, map[string]any{"path": "sub/out"}, "path_outside_workspace")
+	s.refused(pWrite, map[string]any{"path": "hl", "content": "pwned"}, "path_outside_workspace")
+	s.refused(pPatch, map[string]any{"patch": "--- a/sub/out\n+++ b/sub/out\n@@ -1 +1 @@\n-outside secret\n+pwned\n"}, "path_outside_workspace")
+	s.refused(pPatch, map[string]any{"patch": "--- /dev/null\n+++ b/dl/tmp/" + victim + "\n@@ -0,0 +1 @@\n+x\n"}, "path_outside_workspace")
+	s.refused(pRead, map[string]any{"path": "ff"}, "tool_failed")
+	s.refused(pWrite, map[string]any{"path": "ff", "content": "x"}, "tool_failed")
+	if got := s.ok(pList, map[string]any{"path": "sub", "max_depth": 5}); got != "out -> ../../secret\n" {
+		t.Errorf("list_files sub = %q", got)
+	}
+	if b, _ := os.ReadFile(filepath.Join(w.ws, "README.md")); string(b) != "one\ntwo\nthree\n" {
+		t.Errorf("README.md changed through its hard link: %q", b)
+	}
+	if _, err := os.Stat(filepath.Join("/tmp", victim)); err == nil {
+		t.Errorf("/tmp/%s was written", victim)
+	}
+	w.unchanged(t)
+}
