@@ -13,6 +13,8 @@ import (
 	"sort"
 
 	"github.com/spf13/cobra"
+
+	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
 // Stdio is the process's standard streams, passed in so every command runs in tests.
@@ -101,6 +103,10 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 
 // Run executes one command line and returns the process exit code. Errors go to stderr.
 func Run(ctx context.Context, args []string, stdio Stdio) int {
+	if err := sandbox.StopInheritingDescriptors(); err != nil {
+		fmt.Fprintf(stdio.Err, "toolgate: %v\n", err)
+		return 1
+	}
 	env := &Env{Stdio: stdio}
 	root := NewRoot(env)
 	root.SetArgs(args)

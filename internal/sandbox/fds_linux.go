@@ -41,3 +41,10 @@ func closeInheritedFDs() error {
 	}
 	return nil
 }
+
+// StopInheritingDescriptors marks every descriptor toolgate itself inherited (above
+// stderr) close-on-exec, once, at process start: then no child toolgate starts — git,
+// an upstream server, a harness under `toolgate run` — can receive a descriptor its
+// parent leaked to toolgate. The sandboxed command gets the same treatment again just
+// before its execve.
+func StopInheritingDescriptors() error { return closeInheritedFDs() }

@@ -19,3 +19,6 @@ func LandlockABI() int { return 0 }
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	return nil, fmt.Errorf("%w: %s", ErrUnavailable, Probe().Reason)
 }
+
+// StopInheritingDescriptors does nothing off Linux.
+func StopInheritingDescriptors() error { return nil }
