@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,29 +20,11 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-// syncBuffer collects a subprocess's stderr.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type bridgeProc struct {
 	cmd    *exec.Cmd
 	url    string
 	token  string
-	stderr *syncBuffer
+	stderr *testenv.SyncBuffer
 	exited chan error
 }
 
@@ -53,7 +34,7 @@ func startBridge(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
 	bin := testenv.Binary(t)
 	cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", t.TempDir()}, args...)...)
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -265,7 +246,7 @@ func checkServerIdentity(t *testing.T, ir *mcp.InitializeResult) {
 // TestGoSDKOverStdio: the Go SDK's CommandTransport spawns `toolgate bridge --stdio`.
 func TestGoSDKOverStdio(t *testing.T) {
 	cmd := exec.Command(testenv.Binary(t), "bridge", "--stdio", "--data-dir", t.TempDir())
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
 		Connect(context.Background(), &mcp.CommandTransport{Command: cmd, TerminateDuration: 10 * time.Second}, nil)

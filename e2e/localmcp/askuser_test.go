@@ -76,7 +76,7 @@ func TestAskUserBothErasOverStdio(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			before := len(auditedAskUser(t, w.data))
 			var asked []string
-			stderr := &syncBuffer{}
+			stderr := &testenv.SyncBuffer{}
 			cmd := exec.Command(testenv.Binary(t), "mcp", "--workspace", w.ws, "--database-dir", w.data)
 			cmd.Env = baseEnv(t)
 			cmd.Stderr = stderr
@@ -124,7 +124,7 @@ func startRaw(t *testing.T, w *world) *rawStdio {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), "mcp", "--workspace", w.ws, "--database-dir", w.data)
 	cmd.Env = baseEnv(t)
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -346,7 +346,7 @@ func TestAttackBashUsesInheritedDescriptor(t *testing.T) {
 	cmd := exec.Command(testenv.Binary(t), "mcp", "--workspace", w.ws, "--database-dir", w.data)
 	cmd.Env = baseEnv(t)
 	cmd.ExtraFiles = extra
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	client := mcp.NewClient(&mcp.Implementation{Name: "attack", Version: "1"}, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,25 +22,8 @@ import (
 type server struct {
 	t       *testing.T
 	session *mcp.ClientSession
-	stderr  *syncBuffer
+	stderr  *testenv.SyncBuffer
 	asked   []string
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // startArgs spawns the binary with exactly these arguments (after the binary name) and
@@ -56,7 +38,7 @@ func startClient(t *testing.T, elicit bool, env []string, command string, args .
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	s := &server{t: t, stderr: &syncBuffer{}}
+	s := &server{t: t, stderr: &testenv.SyncBuffer{}}
 	cmd := exec.Command(command, args...)
 	cmd.Env = env
 	cmd.Stderr = s.stderr

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,26 +28,9 @@ type daemon struct {
 	url    string
 	data   string
 	ws     string
-	stderr *syncBuffer
+	stderr *testenv.SyncBuffer
 	done   chan struct{}
 	err    error
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var listenLine = regexp.MustCompile(`toolgate: listening on (http://\S+)`)
@@ -73,7 +55,7 @@ func startServe(t testing.TB, data, ws string, extra ...string) *daemon {
 		args = append(args, "--workspace", ws)
 	}
 	args = append(args, extra...)
-	d := &daemon{t: t, data: data, ws: ws, stderr: &syncBuffer{}, done: make(chan struct{})}
+	d := &daemon{t: t, data: data, ws: ws, stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	d.cmd = exec.Command(testenv.Binary(t), args...)
 	d.cmd.Env = env(data)
 	pr, pw := io.Pipe()

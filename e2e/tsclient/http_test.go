@@ -31,7 +31,7 @@ func httpTransport(url, token string) map[string]any {
 // bridgeProc is one running `toolgate bridge`.
 type bridgeProc struct {
 	url, token string
-	stderr     *syncBuffer
+	stderr     *testenv.SyncBuffer
 	exited     chan error
 }
 
@@ -40,7 +40,7 @@ type bridgeProc struct {
 func startBridge(t *testing.T, data string, args ...string) *bridgeProc {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), append([]string{"bridge", "--data-dir", data}, args...)...)
-	p := &bridgeProc{stderr: &syncBuffer{}, exited: make(chan error, 1)}
+	p := &bridgeProc{stderr: &testenv.SyncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -300,7 +300,7 @@ func startServe(t *testing.T, data, ws string) string {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), "serve", "--listen", "127.0.0.1:0", "--workspace", ws)
 	cmd.Env = toolgateEnv(os.Environ(), data)
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	pr, pw := io.Pipe()
 	cmd.Stderr = io.MultiWriter(stderr, pw)
 	if err := cmd.Start(); err != nil {

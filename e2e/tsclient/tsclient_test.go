@@ -10,7 +10,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -185,7 +184,7 @@ func runCommand(t *testing.T, env []string, argv ...string) (*session, string) {
 	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
 	cmd.WaitDelay = 10 * time.Second
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &testenv.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = &stdout, stderr
 	err := cmd.Run()
 	if ctx.Err() != nil {
@@ -207,23 +206,6 @@ func runCommand(t *testing.T, env []string, argv ...string) (*session, string) {
 		t.Logf("stderr of %s:\n%s", filepath.Base(argv[0]), s.stderr)
 	}
 	return &s, s.stderr
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // mustOK fails the test unless the session ran all its steps.
