@@ -273,13 +273,24 @@ type turn struct {
 	gen int64 // policyGen when the turn opened
 }
 
-// Stale re-reads the grants and namespace switches from the store (another process,
-// `toolgate grant rm`, may have changed them) and reports whether they changed since
-// the turn opened. The turn keeps deciding by the policy it opened with — its
-// catalogue and its decisions never disagree — so a surface that serves long-lived
-// sessions (the /mcp handler of toolgate serve, mcpserver.StaleTurn) ends a stale one
-// and the client opens a new turn under the current grants. A store that cannot be
-// read counts as stale: fail closed.
+// CallTool first brings the kernel's policy up to date with the store (another process,
+// `toolgate grant rm`, may have changed it; when nothing changed this is one cheap read),
+// so the kernel decides the call by the current grants as well as the turn's own: a
+// revocation stops a bridge or `toolgate mcp` at its next call. If the store cannot be
+// read the call is still decided by the policy already loaded, and its audit event, which
+// needs the same store, fails it closed.
+func (t turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+	if err := t.a.refresh(ctx); err != nil {
+		t.a.log.Warn("re-reading grants before a call", "err", err)
+	}
+	return t.Turn.CallTool(ctx, req)
+}
+
+// Stale re-reads the grants and namespace switches from the store and reports whether
+// they changed since the turn opened. The turn's catalogue never changes, so a surface
+// that serves long-lived sessions (the /mcp handler of toolgate serve,
+// mcpserver.StaleTurn) ends a stale one and the client opens a new turn whose catalogue
+// matches the current grants. A store that cannot be read counts as stale: fail closed.
 func (t turn) Stale(ctx context.Context) bool {
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.Warn("re-reading grants for an open session", "err", err)

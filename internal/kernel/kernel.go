@@ -129,8 +129,9 @@ func (k *Kernel) Register(tools ...*Tool) error {
 	return nil
 }
 
-// SetGrants compiles grants into the policy new turns use. Turns already open keep the
-// policy they were opened with, so a turn's catalogue and its decisions never disagree.
+// SetGrants compiles grants into the policy new turns use. Turns already open keep their
+// catalogue; their calls must from now on be allowed by both the policy they opened with
+// and this one, so a revocation takes effect at the next call and nothing widens them.
 func (k *Kernel) SetGrants(grants []policy.Grant) error {
 	s, err := policy.Compile(grants)
 	if err != nil {

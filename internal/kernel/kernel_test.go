@@ -723,17 +723,28 @@ func TestCatalogueCacheInvalidation(t *testing.T) {
 
 // A turn keeps the catalogue and policy it opened with.
 func TestTurnIsFixed(t *testing.T) {
-	f := newFixture(t, echoTool("files.read"))
-	f.grants(t, policy.Grant{Principal: "p", Tool: "files.*"})
+	f := newFixture(t, echoTool("files.read"), echoTool("files.write"))
+	f.grants(t, policy.Grant{Principal: "p", Tool: "files.read"})
 	tr := f.turn(t, "p")
 	before, _ := tr.ListTools(context.Background())
+	if r := call(t, tr, "files.read", `{}`); r.IsError {
+		t.Fatalf("granted call refused: %s", mustJSON(r))
+	}
+
+	// A wider grant never widens an open turn: files.write stays unpublished there.
+	f.grants(t, policy.Grant{Principal: "p", Tool: "files.*"})
+	if r := call(t, tr, "files.write", `{}`); !r.IsError || r.Meta["toolgate/code"] != "tool_unavailable" {
+		t.Errorf("a newer, wider policy widened the open turn: %s", mustJSON(r))
+	}
+
+	// A revocation reaches the open turn at its next call; its catalogue does not change.
 	f.grants(t)
 	after, _ := tr.ListTools(context.Background())
 	if before.CatalogHash != after.CatalogHash || len(after.Tools) != 1 {
 		t.Errorf("catalogue changed under an open turn")
 	}
-	if r := call(t, tr, "files.read", `{}`); r.IsError {
-		t.Errorf("decision disagrees with the turn's catalogue: %s", mustJSON(r))
+	if r := call(t, tr, "files.read", `{}`); !r.IsError || r.Meta["toolgate/code"] != "no_matching_grant" {
+		t.Errorf("revoked grant still allowed a call on the open turn: %s", mustJSON(r))
 	}
 	if len(names(t, f.turn(t, "p"))) != 0 {
 		t.Errorf("a new turn did not pick up the revoked grant")

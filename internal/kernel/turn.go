@@ -28,8 +28,9 @@ const (
 )
 
 // Turn is one resolved catalogue for one principal. It implements mcpserver.Turn and is
-// safe for concurrent use. Its catalogue and the policy its calls are decided by are
-// fixed when it opens.
+// safe for concurrent use. Its catalogue is fixed when it opens; each call is decided by
+// the policy it opened with and, once the grants have changed, by the current policy
+// too, so a revoked grant stops an open turn at its next call.
 type Turn struct {
 	k         *Kernel
 	id        string
@@ -155,10 +156,20 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		return c.refuse(ctx, Denied(CodeOutsideCapability, "this turn's capabilities do not allow %s %s", e.tool.ID, acc.Action).WithRetryable(false))
 	}
 
-	d := t.policy.Decide(policy.Request{
+	preq := policy.Request{
 		Principal: t.principal, Tool: e.tool.ID, Action: string(acc.Action),
 		Resource: acc.Resource, Protected: acc.Protected, ProtectedRoot: root,
-	})
+	}
+	d := t.policy.Decide(preq)
+	// Revocation reaches open turns: once the grants have changed since the turn opened,
+	// a call the turn's policy allows must also be allowed by the current one. The
+	// catalogue stays as it was (it never changes under a harness) and a newer policy
+	// never widens the turn: decisions can only tighten.
+	if cur := t.k.policy.Load(); cur != t.policy && d.Reason == policy.ReasonAllowed {
+		if now := cur.Decide(preq); now.Reason != policy.ReasonAllowed {
+			d = now
+		}
+	}
 	c.ev.GrantID = d.GrantID()
 	switch d.Reason {
 	case policy.ReasonAllowed:
