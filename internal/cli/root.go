@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/sandbox"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // Stdio is the process's standard streams, passed in so every command runs in tests.
@@ -87,7 +88,9 @@ servers, adds sandboxed file, bash and git tools, authorizes every call against 
 writes an audit event per decision, and re-publishes the permitted catalogue over MCP.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       version.String(),
 	}
+	root.SetVersionTemplate("toolgate {{.Version}}\n")
 	root.SetIn(env.In)
 	root.SetOut(env.Out)
 	root.SetErr(env.Err)
