@@ -42,6 +42,10 @@ type BridgeOptions struct {
 	// StdioOptions.NoStateless); off, a 2026-07-28 MCP-Protocol-Version header
 	// is 400 and clients fall back to initialize.
 	NoStateless bool
+	// KeepAliveInterval is how often a running POST's SSE answer carries a
+	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
+	// sends none).
+	KeepAliveInterval time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
@@ -94,6 +98,10 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	if maxBody <= 0 {
 		maxBody = DefaultMaxBodyBytes
 	}
+	keepAlive := opts.KeepAliveInterval
+	if keepAlive == 0 {
+		keepAlive = DefaultKeepAliveInterval
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("opening the bridge listener: %w", err)
@@ -117,6 +125,8 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 			store:        &bridgeStore{sess: sess},
 			log:          logger,
 			stateless:    !opts.NoStateless,
+			inflight:     newInflightLimit(bridgeMaxInFlight),
+			keepAlive:    keepAlive,
 		},
 		served: make(chan struct{}),
 	}

@@ -64,3 +64,12 @@ func CheckSessionBookkeeping(h *Handler) error {
 
 // GuardWithBodyTimeout is Guard with a body timeout other than DefaultBodyTimeout.
 var GuardWithBodyTimeout = guardWith
+
+// InFlight returns principal's requests a Handler counts as running.
+func InFlight(h *Handler, principal string) int { return h.core.inflight.inFlight(principal) }
+
+// BridgeInFlight returns the requests a Bridge counts as running.
+func BridgeInFlight(b *Bridge) int { return b.core.inflight.inFlight("") }
+
+// BridgeMaxInFlight is the bridge's fixed cap on running requests.
+const BridgeMaxInFlight = bridgeMaxInFlight

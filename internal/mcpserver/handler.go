@@ -17,6 +17,10 @@ const (
 	DefaultMaxSessions             = 1024
 	DefaultMaxSessionsPerPrincipal = 64
 	DefaultIdleTimeout             = 30 * time.Minute
+	// DefaultKeepAliveInterval is how often a running POST's SSE answer
+	// carries a keep-alive comment: well inside the 30-60 s read-idle
+	// timeouts common in clients and reverse proxies.
+	DefaultKeepAliveInterval = 15 * time.Second
 )
 
 // maxRetryAfter bounds the Retry-After of a 503 too_many_sessions: a DELETE can
@@ -50,6 +54,17 @@ type HandlerOptions struct {
 	MaxSessionsPerPrincipal int
 	// IdleTimeout ends sessions unused this long (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
+	// MaxInFlightPerPrincipal caps one principal's concurrently running
+	// requests, across all its sessions and stateless requests (default
+	// DefaultMaxInFlightPerPrincipal). A request counts from the moment it is
+	// authenticated until its answer is written; one over the cap gets 429
+	// too_many_requests with Retry-After: 1 before its body is read or any Turn
+	// is touched. Other principals are unaffected.
+	MaxInFlightPerPrincipal int
+	// KeepAliveInterval is how often a running POST's SSE answer carries a
+	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
+	// sends none).
+	KeepAliveInterval time.Duration
 	// MaxBodyBytes caps a POST body, 413 above it (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names.
@@ -98,6 +113,12 @@ func NewHandler(opts HandlerOptions) *Handler {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
 	}
+	if opts.MaxInFlightPerPrincipal <= 0 {
+		opts.MaxInFlightPerPrincipal = DefaultMaxInFlightPerPrincipal
+	}
+	if opts.KeepAliveInterval == 0 {
+		opts.KeepAliveInterval = DefaultKeepAliveInterval
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -121,6 +142,8 @@ func NewHandler(opts HandlerOptions) *Handler {
 			log:          opts.Logger,
 			stateless:    !opts.NoStateless,
 			retryAfter:   reg.retryAfter,
+			inflight:     newInflightLimit(opts.MaxInFlightPerPrincipal),
+			keepAlive:    opts.KeepAliveInterval,
 		},
 	}
 }

@@ -132,6 +132,11 @@ type httpCore struct {
 	stateless    bool // the 2026-07-28 revision is served too
 	// retryAfter, when set, is the Retry-After of a 503 too_many_sessions.
 	retryAfter func(principal string) time.Duration
+	// inflight caps each principal's concurrently running requests.
+	inflight *inflightLimit
+	// keepAlive is the interval of SSE comment lines on a running POST's answer;
+	// zero or less sends none.
+	keepAlive time.Duration
 }
 
 // trackingWriter remembers whether anything was written, so a late panic knows
@@ -178,6 +183,14 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseUnauthorized)
 		return
 	}
+	// Counted from here until the answer is written (ServeHTTP returns), before
+	// any body is read or Turn touched, so a principal at its cap costs the
+	// server nothing more than this refusal.
+	if !c.inflight.acquire(principal) {
+		writeRefusalRetry(w, refuseTooManyRequests, time.Second)
+		return
+	}
+	defer c.inflight.release(principal)
 	if len(r.Header.Values(headerProtocolVersion)) > 1 {
 		// Two versions are two readings of one request: refused, never resolved.
 		writeRefusal(w, refuseBadProtocolVersion)
@@ -345,11 +358,22 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 
 	var stream *sseStream
 	peer := Peer(peerFunc{c: sess.conn})
+	stopKeepAlive := func() {}
 	if acceptsSSE(r) {
 		stream = &sseStream{w: w, sessionID: sess.id}
 		peer = peerFunc{c: sess.conn, send: stream.send}
+		if hasRequest(body) {
+			// A request will be answered, so the answer is 200 text/event-stream
+			// whatever the call does: start it now and keep it alive, so idle
+			// timeouts in the client or a proxy do not cut a long call.
+			if err := stream.start(); err != nil {
+				c.log.Debug("starting an SSE answer", "err", err)
+			}
+			stopKeepAlive = stream.keepAlive(c.keepAlive)
+		}
 	}
 	answers, panicked := sess.conn.runItems(ctx, body.Items, body.Batch, peer)
+	stopKeepAlive()
 	if panicked && (stream == nil || !stream.isStarted()) {
 		writeRefusal(w, refuseInternal)
 		return
@@ -407,6 +431,92 @@ func (s *sseStream) isStarted() bool {
 	return s.started
 }
 
+// start sends the status and headers now (once) and flushes them.
+func (s *sseStream) start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil || s.started {
+		return s.err
+	}
+	s.startLocked()
+	return s.flushLocked()
+}
+
+func (s *sseStream) startLocked() {
+	h := s.w.Header()
+	if s.sessionID != "" {
+		h.Set(headerSessionID, s.sessionID)
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	// Tells nginx-style proxies not to buffer the stream, which would hold
+	// back keep-alives and server requests alike.
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(http.StatusOK)
+	s.started = true
+}
+
+func (s *sseStream) flushLocked() error {
+	if err := http.NewResponseController(s.w).Flush(); err != nil {
+		s.err = err
+		return err
+	}
+	return nil
+}
+
+// keepAliveLine is an SSE comment: clients ignore it, but it is traffic, so
+// read-idle timeouts in clients and proxies do not fire during a long call.
+const keepAliveLine = ": keep-alive\n\n"
+
+// keepAlive writes keepAliveLine every interval until the returned stop is
+// called; stop waits for the writer to end, so nothing is written after it
+// returns. interval <= 0 sends none. A failed write ends the keep-alives (and
+// the answers after it fail the same way).
+func (s *sseStream) keepAlive(interval time.Duration) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if s.comment() != nil {
+					return
+				}
+			}
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-exited
+	}
+}
+
+// comment writes one keep-alive line on a started stream.
+func (s *sseStream) comment() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return s.err
+	}
+	if !s.started {
+		s.startLocked()
+	}
+	if _, err := io.WriteString(s.w, keepAliveLine); err != nil {
+		s.err = err
+		return err
+	}
+	return s.flushLocked()
+}
+
 func (s *sseStream) send(msg []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -414,15 +524,7 @@ func (s *sseStream) send(msg []byte) error {
 		return s.err
 	}
 	if !s.started {
-		h := s.w.Header()
-		if s.sessionID != "" {
-			h.Set(headerSessionID, s.sessionID)
-		}
-		h.Set("Content-Type", "text/event-stream")
-		h.Set("Cache-Control", "no-cache")
-		h.Set("X-Accel-Buffering", "no")
-		s.w.WriteHeader(http.StatusOK)
-		s.started = true
+		s.startLocked()
 	}
 	// msg is compact JSON from rpcwire: it holds no raw newline, so one data line
 	// carries it.
@@ -438,11 +540,7 @@ func (s *sseStream) send(msg []byte) error {
 		s.err = err
 		return err
 	}
-	if err := http.NewResponseController(s.w).Flush(); err != nil {
-		s.err = err
-		return err
-	}
-	return nil
+	return s.flushLocked()
 }
 
 // serveModern answers one 2026-07-28 request. Its standard headers must mirror

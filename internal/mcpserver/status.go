@@ -27,6 +27,7 @@ const (
 	refuseBadProtocolVersion
 	refuseMissingSession
 	refuseTooManySessions
+	refuseTooManyRequests
 	refuseInternal
 )
 
@@ -47,6 +48,7 @@ var refusals = map[refusal]refusalSpec{
 	refuseBadProtocolVersion:   {http.StatusBadRequest, `{"error":"unsupported_protocol_version"}`},
 	refuseMissingSession:       {http.StatusBadRequest, `{"error":"missing_session"}`},
 	refuseTooManySessions:      {http.StatusServiceUnavailable, `{"error":"too_many_sessions"}`},
+	refuseTooManyRequests:      {http.StatusTooManyRequests, `{"error":"too_many_requests"}`},
 	refuseInternal:             {http.StatusInternalServerError, `{"error":"internal_error"}`},
 }
 
@@ -75,7 +77,7 @@ func writeRefusal(w http.ResponseWriter, r refusal) {
 }
 
 // writeRefusalRetry answers a refusal that passes by itself (503
-// too_many_sessions) with Retry-After: after, in whole seconds rounded up, at
+// too_many_sessions, 429 too_many_requests) with Retry-After: after, in whole seconds rounded up, at
 // least 1.
 func writeRefusalRetry(w http.ResponseWriter, r refusal, after time.Duration) {
 	secs := max(int64((after+time.Second-1)/time.Second), 1)
