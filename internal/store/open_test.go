@@ -276,23 +276,31 @@ func TestConcurrentOpen(t *testing.T) {
 }
 
 // TestKeyAcrossProcesses asks several fresh processes for the same key at once: exactly
-// one key is created and every process gets it.
+// one key is created and every process gets it. The processes also race to create and
+// migrate the database and to switch it to WAL, where SQLite can answer SQLITE_BUSY
+// without waiting; Open must ride that out, so every round uses a fresh directory.
 func TestKeyAcrossProcesses(t *testing.T) {
+	for round := range 3 {
+		keyRound(t, round)
+	}
+}
+
+func keyRound(t *testing.T, round int) {
 	dir := t.TempDir()
 	var cmds []*exec.Cmd
-	var outs []*strings.Builder
-	for range 5 {
+	var outs, errs []*strings.Builder
+	for range 8 {
 		cmd := helperCmd(t, "key "+dir)
-		out := &strings.Builder{}
-		cmd.Stdout = out
+		out, errb := &strings.Builder{}, &strings.Builder{}
+		cmd.Stdout, cmd.Stderr = out, errb
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		cmds, outs = append(cmds, cmd), append(outs, out)
+		cmds, outs, errs = append(cmds, cmd), append(outs, out), append(errs, errb)
 	}
-	for _, cmd := range cmds {
+	for i, cmd := range cmds {
 		if err := cmd.Wait(); err != nil {
-			t.Fatalf("child: %v", err)
+			t.Fatalf("round %d child %d: %v: %s", round, i, err, errs[i])
 		}
 	}
 	s := openDir(t, dir)

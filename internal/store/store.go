@@ -24,7 +24,9 @@ import (
 	"sync"
 	"time"
 
-	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
+	"github.com/cenkalti/backoff/v5"
+	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
+	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DBFile is the SQLite database's file name inside the data directory.
@@ -93,24 +95,11 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
 	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
-	db, err := sql.Open("sqlite", dsn)
+	db, err := openDB(ctx, dsn)
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	// Each SQLite connection holds three descriptors (db, -wal, -shm) and its own page
-	// cache; thousands of concurrent calls must not open thousands of them. No store
-	// method needs two connections at once, so a bounded pool cannot deadlock.
-	db.SetMaxOpenConns(MaxOpenConns)
-	db.SetMaxIdleConns(4)
 	s := &Store{db: db, path: path, auditSem: make(chan struct{}, 1)}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening store %s: %w", path, err)
-	}
-	if err := migrate(ctx, db, sqliteMigrations); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("opening store %s: %w", path, err)
-	}
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
@@ -206,4 +195,47 @@ func newID(prefix string) string {
 		panic(fmt.Sprintf("crypto/rand failed: %v", err)) // rand.Read never fails on supported platforms
 	}
 	return prefix + hex.EncodeToString(b[:])
+}
+
+// openDB opens the connection pool and brings the schema up to date. Several processes
+// opening a fresh data directory at once can meet SQLITE_BUSY that SQLite's busy handler
+// does not cover: switching the file to WAL upgrades a shared lock, and SQLite refuses
+// such an upgrade at once rather than risk a deadlock. That step is therefore retried,
+// with jittered backoff, for up to BusyTimeout; any other error is final.
+func openDB(ctx context.Context, dsn string) (*sql.DB, error) {
+	attempt := func() (*sql.DB, error) {
+		db, err := sql.Open("sqlite", dsn)
+		if err != nil {
+			return nil, backoff.Permanent(err)
+		}
+		// Each SQLite connection holds three descriptors (db, -wal, -shm) and its own
+		// page cache; thousands of concurrent calls must not open thousands of them. No
+		// store method needs two connections at once, so a bounded pool cannot deadlock.
+		db.SetMaxOpenConns(MaxOpenConns)
+		db.SetMaxIdleConns(4)
+		if err := db.PingContext(ctx); err != nil {
+			db.Close()
+			return nil, retryIfBusy(err)
+		}
+		if err := migrate(ctx, db, sqliteMigrations); err != nil {
+			db.Close()
+			return nil, retryIfBusy(err)
+		}
+		return db, nil
+	}
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = 5*time.Millisecond, 250*time.Millisecond
+	return backoff.Retry(ctx, attempt, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(BusyTimeout))
+}
+
+// retryIfBusy keeps SQLITE_BUSY and SQLITE_LOCKED (any extended code) retryable and
+// makes every other error permanent.
+func retryIfBusy(err error) error {
+	var se *sqlite.Error
+	if errors.As(err, &se) {
+		if c := se.Code() & 0xff; c == sqlite3.SQLITE_BUSY || c == sqlite3.SQLITE_LOCKED {
+			return err
+		}
+	}
+	return backoff.Permanent(err)
 }
