@@ -1,7 +1,6 @@
 package mcpserver_test
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -14,29 +13,6 @@ import (
 )
 
 const blockCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test.block"}}`
-
-// turnsByPrincipal opens a fake Turn per session and remembers them by principal.
-type turnsByPrincipal struct {
-	mu    sync.Mutex
-	turns map[string][]*mcpservertest.Turn
-}
-
-func (p *turnsByPrincipal) open(_ context.Context, principal string) (mcpserver.Turn, error) {
-	t := mcpservertest.NewTurn()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.turns == nil {
-		p.turns = map[string][]*mcpservertest.Turn{}
-	}
-	p.turns[principal] = append(p.turns[principal], t)
-	return t, nil
-}
-
-func (p *turnsByPrincipal) of(principal string) []*mcpservertest.Turn {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return append([]*mcpservertest.Turn(nil), p.turns[principal]...)
-}
 
 // readSpy is a request body that records being read.
 type readSpy struct {
@@ -72,7 +48,7 @@ func checkTooManyRequests(t *testing.T, rec *httptest.ResponseRecorder) {
 // her calls end she is served again, and nothing stays counted.
 func TestInFlightCapPerPrincipal(t *testing.T) {
 	const limit = 3
-	var pt turnsByPrincipal
+	var pt principalTurns
 	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
 		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
 		Authenticate: func(token string, present bool) (string, bool) {

@@ -49,6 +49,13 @@ func (p *principalTurns) count(principal string) (open, closed int) {
 	return open, closed
 }
 
+// of returns a copy of principal's turns, in the order they were opened.
+func (p *principalTurns) of(principal string) []*mcpservertest.Turn {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*mcpservertest.Turn(nil), p.turns[principal]...)
+}
+
 func (p *principalTurns) nth(principal string, i int) *mcpservertest.Turn {
 	p.mu.Lock()
 	defer p.mu.Unlock()
