@@ -92,11 +92,7 @@ func TestOpenSeedsDefaultsOnce(t *testing.T) {
 func TestCallsAreAuditedInTheStore(t *testing.T) {
 	ctx := context.Background()
 	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openApp(t, &ran)
 	tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "default", Transport: "test"})
 	if err != nil {
 		t.Fatal(err)
@@ -263,16 +259,24 @@ func mustTurn(t *testing.T, a *app.App, principal string) app.Turn {
 
 func dataDir(t *testing.T) string { return filepath.Join(t.TempDir(), "data") }
 
+// openApp opens an App on a fresh data directory with localTool registered, closed when
+// the test ends.
+func openApp(t *testing.T, ran *int) *app.App {
+	t.Helper()
+	a, err := app.Open(context.Background(), app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a
+}
+
 // Turns opened concurrently with grant changes are race-free, and once the changes are
 // done every new turn sees all of them.
 func TestConcurrentRefresh(t *testing.T) {
 	ctx := context.Background()
 	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openApp(t, &ran)
 	var wg sync.WaitGroup
 	for i := 0; i < 20; i++ {
 		wg.Add(2)
@@ -384,11 +388,7 @@ func TestTenThousandConcurrentCallsMixedPrincipals(t *testing.T) {
 func TestTurnCapabilities(t *testing.T) {
 	ctx := context.Background()
 	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir(t), Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
+	a := openApp(t, &ran)
 	full := listNames(t, mustTurn(t, a, app.DefaultPrincipal))
 	if strings.Join(full, ",") != "local.echo,toolgate.escalate" {
 		t.Fatalf("default catalogue %v", full)
