@@ -60,7 +60,7 @@ func newStateSealer(key []byte) (*stateSealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ask_user state key: %w", err)
 	}
-	aead, err := cipher.NewGCM(block)
+	aead, err := cipher.NewGCMWithRandomNonce(block)
 	if err != nil {
 		return nil, fmt.Errorf("ask_user state cipher: %w", err)
 	}
@@ -100,9 +100,8 @@ func (s *stateSealer) issue(call *kernel.Call) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("encoding ask_user state: %w", err)
 	}
-	nonce := make([]byte, s.aead.NonceSize(), s.aead.NonceSize()+len(plain)+s.aead.Overhead())
-	_, _ = rand.Read(nonce)
-	sealed := s.aead.Seal(nonce, nonce, plain, askStateAAD)
+	// The AEAD draws a fresh random nonce per seal and prepends it (Overhead counts it).
+	sealed := s.aead.Seal(nil, nil, plain, askStateAAD)
 	return askStatePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
@@ -118,11 +117,10 @@ func (s *stateSealer) open(token string) (askState, error) {
 		return st, errForgedState
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token[len(askStatePrefix):])
-	if err != nil || len(raw) < s.aead.NonceSize()+s.aead.Overhead() {
+	if err != nil || len(raw) < s.aead.Overhead() {
 		return st, errForgedState
 	}
-	n := s.aead.NonceSize()
-	plain, err := s.aead.Open(nil, raw[:n], raw[n:], askStateAAD)
+	plain, err := s.aead.Open(nil, nil, raw, askStateAAD)
 	if err != nil {
 		return st, errForgedState
 	}
