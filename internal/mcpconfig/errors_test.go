@@ -209,17 +209,17 @@ func TestEntryErrors(t *testing.T) {
 
 func TestNames(t *testing.T) {
 	for key, want := range map[string]string{
-		"github":                      "github",
-		"GitHub":                      "github",
-		"my server":                   "my-server",
-		"remote.api":                  "remote-api",
-		"@modelcontextprotocol/fs":    "modelcontextprotocol-fs",
-		"__private":                   "private",
-		"a--b__c":                     "a-b__c",
-		"Über Tool ✓":                 "ber-tool",
-		"x" + strings.Repeat("y", 80): "x" + strings.Repeat("y", 63),
+		"github":                       "github",
+		"GitHub":                       "github",
+		"my server":                    "my-server",
+		"remote.api":                   "remote-api",
+		"@modelcontextprotocol/fs":     "modelcontextprotocol-fs",
+		"__private":                    "private",
+		"a--b__c":                      "a-b__c",
+		"Über Tool ✓":                  "ber-tool",
+		"x" + strings.Repeat("y", 80):  "x" + strings.Repeat("y", 63),
 		strings.Repeat("a", 63) + ".b": strings.Repeat("a", 63),
-		"2fa":                         "2fa",
+		"2fa":                          "2fa",
 	} {
 		got, err := mcpconfig.NormalizeName(key)
 		if err != nil || got != want {

@@ -11,11 +11,11 @@ import (
 
 // serverURL is a server URL split into what may be stored and shown, and its secrets.
 type serverURL struct {
-	public string         // scheme://host/path?non-credential-query, no userinfo, no fragment
-	query  [][2]string    // credential query parameters (name, value), decoded, in order
-	user   *url.Userinfo  // userinfo, to become an Authorization header
-	parsed *url.URL       // the public URL, parsed
-	secure bool           // https, or http to a loopback host
+	public string        // scheme://host/path?non-credential-query, no userinfo, no fragment
+	query  [][2]string   // credential query parameters (name, value), decoded, in order
+	user   *url.Userinfo // userinfo, to become an Authorization header
+	parsed *url.URL      // the public URL, parsed
+	secure bool          // https, or http to a loopback host
 }
 
 // parseServerURL checks a server URL and splits out its secrets. Problems never quote
