@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/keystore"
 )
@@ -128,7 +129,7 @@ func redactURLText(u *url.URL) (string, bool) {
 		b.WriteString(keystore.Redacted + "@")
 		hidden = true
 	}
-	b.WriteString(u.Host)
+	b.WriteString(strings.TrimPrefix((&url.URL{Host: u.Host}).String(), "//")) // the host as the URL escapes it
 	b.WriteString(u.EscapedPath())
 	if u.RawQuery != "" {
 		b.WriteByte('?')
@@ -156,5 +157,8 @@ func redactURLText(u *url.URL) (string, bool) {
 		b.WriteString("#" + keystore.Redacted)
 		hidden = true
 	}
-	return b.String(), hidden
+	if shown := b.String(); utf8.ValidString(shown) && textProblem(shown, false) == "" {
+		return shown, hidden
+	}
+	return keystore.Redacted, hidden
 }

@@ -157,6 +157,10 @@ var vscodeVariables = map[string]bool{
 	"execPath": true, "defaultBuildTask": true, "lineNumber": true, "selectedText": true,
 }
 
+// otherClientRefs are reference kinds other clients resolve (VS Code's input and
+// command variables, its config lookups, Cursor's workspace paths).
+var otherClientRefs = map[string]bool{"input": true, "command": true, "config": true, "workspaceFolder": true}
+
 var claudeRefRE = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(:-(.*))?$`)
 
 // findRefs lists the references in s: ${env:NAME} (Cursor, VS Code), ${NAME} and
@@ -191,8 +195,10 @@ func findRefs(s string) ([]ref, error) {
 				return nil, fmt.Errorf("${%s} is a VS Code variable, which toolgate does not resolve: write the value itself", r.name)
 			}
 		default:
+			// Only a known prefix is named: the text between the braces sits where a
+			// secret value would, so it is never echoed.
 			kind := "this"
-			if c := strings.IndexByte(inner, ':'); c > 0 && envNameRE.MatchString(inner[:c]) {
+			if c := strings.IndexByte(inner, ':'); c > 0 && otherClientRefs[inner[:c]] {
 				kind = "${" + inner[:c] + ":…}"
 			}
 			return nil, fmt.Errorf("%s reference is not one toolgate resolves: use ${env:NAME}, ${NAME} or ${NAME:-default}, or write the value", kind)
