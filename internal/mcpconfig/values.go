@@ -62,11 +62,13 @@ var credentialWords = []string{
 	"token", "secret", "pass", "pwd", "key", "auth", "credential", "sig", "cookie", "session", "bearer", "jwt",
 }
 
+// separators are removed from a name before it is matched against credentialWords.
+var separators = strings.NewReplacer("-", "", "_", "", ".", "")
+
 // credentialName reports whether a flag, query parameter or variable name looks like
 // it carries a credential.
 func credentialName(name string) bool {
-	n := strings.ToLower(name)
-	n = strings.NewReplacer("-", "", "_", "", ".", "").Replace(n)
+	n := separators.Replace(strings.ToLower(name))
 	for _, w := range credentialWords {
 		if strings.Contains(n, w) {
 			return true
