@@ -473,28 +473,49 @@ func (p *entryParser) value(path, s string, max int) (value, shown string, hadRe
 
 // env reads the environment; every value is a secret.
 func (p *entryParser) env(obj map[string]any, t *Transport) {
-	v, ok := field(obj, "env")
+	p.secretMap(obj, "env", "variables", MaxEnv, MaxEnvValueBytes, envNameProblem, func(path, name, value string) {
+		if strings.IndexByte(value, 0) >= 0 {
+			p.errorf(path, "holds a NUL byte, which an environment cannot carry")
+			return
+		}
+		secret := envSecretPrefix + name
+		t.Env = append(t.Env, Var{Name: name, Secret: secret, Digest: p.secret(secret, value)})
+	})
+}
+
+// envNameProblem checks an environment variable's name.
+func envNameProblem(name string) string {
+	switch {
+	case len(name) > MaxEnvNameBytes:
+		return fmt.Sprintf("the name is %d bytes, at most %d", len(name), MaxEnvNameBytes)
+	case !envNameRE.MatchString(name):
+		return "is not a variable name: letters, digits and '_', not starting with a digit"
+	}
+	return ""
+}
+
+// secretMap reads an object of strings whose every value is a secret (env, headers):
+// at most max members, each name checked by nameProblem, each value resolved and
+// bounded by valueMax, then handed to add in name order.
+func (p *entryParser) secretMap(obj map[string]any, member, what string, max, valueMax int, nameProblem func(string) string, add func(path, name, value string)) {
+	v, ok := field(obj, member)
 	if !ok {
 		return
 	}
-	path := pathMember(p.path, "env")
+	path := pathMember(p.path, member)
 	m, isObj := v.(map[string]any)
 	if !isObj {
-		p.errorf(path, "must be an object of variables by name")
+		p.errorf(path, "must be an object of %s by name", what)
 		return
 	}
-	if len(m) > MaxEnv {
-		p.errorf(path, "holds %d variables, at most %d", len(m), MaxEnv)
+	if len(m) > max {
+		p.errorf(path, "holds %d %s, at most %d", len(m), what, max)
 		return
 	}
 	for _, name := range sortedKeys(m) {
 		np := pathMember(path, name)
-		switch {
-		case len(name) > MaxEnvNameBytes:
-			p.errorf(np, "the name is %d bytes, at most %d", len(name), MaxEnvNameBytes)
-			continue
-		case !envNameRE.MatchString(name):
-			p.errorf(np, "is not a variable name: letters, digits and '_', not starting with a digit")
+		if problem := nameProblem(name); problem != "" {
+			p.errorf(np, "%s", problem)
 			continue
 		}
 		s, isStr := m[name].(string)
@@ -502,16 +523,9 @@ func (p *entryParser) env(obj map[string]any, t *Transport) {
 			p.errorf(np, "must be a string%s", quoteHint(m[name]))
 			continue
 		}
-		value, _, _, failed := p.value(np, s, MaxEnvValueBytes)
-		if failed {
-			continue
+		if value, _, _, failed := p.value(np, s, valueMax); !failed {
+			add(np, name, value)
 		}
-		if strings.IndexByte(value, 0) >= 0 {
-			p.errorf(np, "holds a NUL byte, which an environment cannot carry")
-			continue
-		}
-		secret := envSecretPrefix + name
-		t.Env = append(t.Env, Var{Name: name, Secret: secret, Digest: p.secret(secret, value)})
 	}
 }
 
@@ -560,43 +574,15 @@ func (p *entryParser) remote(obj map[string]any, urlKey string, t *Transport) {
 
 // headers reads the header map; every value is a secret.
 func (p *entryParser) headers(obj map[string]any, t *Transport) {
-	v, ok := field(obj, "headers")
-	if !ok {
-		return
-	}
-	path := pathMember(p.path, "headers")
-	m, isObj := v.(map[string]any)
-	if !isObj {
-		p.errorf(path, "must be an object of header values by name")
-		return
-	}
-	if len(m) > MaxHeaders {
-		p.errorf(path, "holds %d headers, at most %d", len(m), MaxHeaders)
-		return
-	}
-	for _, name := range sortedKeys(m) {
-		hp := pathMember(path, name)
-		if problem := headerNameProblem(name); problem != "" {
-			p.errorf(hp, "%s", problem)
-			continue
-		}
-		s, isStr := m[name].(string)
-		if !isStr {
-			p.errorf(hp, "must be a string%s", quoteHint(m[name]))
-			continue
-		}
-		value, _, _, failed := p.value(hp, s, MaxHeaderValueBytes)
-		if failed {
-			continue
-		}
+	p.secretMap(obj, "headers", "headers", MaxHeaders, MaxHeaderValueBytes, headerNameProblem, func(path, name, value string) {
 		if strings.ContainsFunc(value, func(r rune) bool { return r != '\t' && (r < 0x20 || r == 0x7f) }) {
-			p.errorf(hp, "holds a line break or control character, which a header value cannot carry")
-			continue
+			p.errorf(path, "holds a line break or control character, which a header value cannot carry")
+			return
 		}
 		canon := http.CanonicalHeaderKey(name)
 		secret := headerSecretPrefix + canon
 		t.Headers = append(t.Headers, Var{Name: canon, Secret: secret, Digest: p.secret(secret, value)})
-	}
+	})
 	slices.SortFunc(t.Headers, func(a, b Var) int { return cmp.Compare(a.Name, b.Name) })
 }
 

@@ -59,8 +59,15 @@ func (s *Server) Redacted(scope string) RedactedTransport {
 // DisplayURL is the URL with its credential query parameters shown as
 // name=[redacted], for responses and log lines.
 func (t *Transport) DisplayURL() string {
+	u, _ := t.withQuery(func(Var) (string, error) { return keystore.Redacted, nil })
+	return u
+}
+
+// withQuery is URL with the credential query parameters appended, each value the
+// already-encoded text value gives for it.
+func (t *Transport) withQuery(value func(q Var) (string, error)) (string, error) {
 	if len(t.Query) == 0 {
-		return t.URL
+		return t.URL, nil
 	}
 	var b strings.Builder
 	b.WriteString(t.URL)
@@ -69,9 +76,13 @@ func (t *Transport) DisplayURL() string {
 		sep = '&'
 	}
 	for _, q := range t.Query {
+		v, err := value(q)
+		if err != nil {
+			return "", err
+		}
 		b.WriteByte(sep)
 		sep = '&'
-		b.WriteString(url.QueryEscape(q.Name) + "=" + keystore.Redacted)
+		b.WriteString(url.QueryEscape(q.Name) + "=" + v)
 	}
-	return b.String()
+	return b.String(), nil
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/keystore"
 )
@@ -57,22 +56,17 @@ func (t *Transport) Environ(ctx context.Context, src SecretSource) ([]string, er
 // Endpoint is the URL to connect to, with its credential query parameters opened and
 // appended. It is a Secret because it may carry them; log DisplayURL instead.
 func (t *Transport) Endpoint(ctx context.Context, src SecretSource) (keystore.Secret, error) {
-	var b strings.Builder
-	b.WriteString(t.URL)
-	sep := byte('?')
-	if strings.Contains(t.URL, "?") {
-		sep = '&'
-	}
-	for _, q := range t.Query {
+	u, err := t.withQuery(func(q Var) (string, error) {
 		s, err := src.Secret(ctx, q.Secret)
 		if err != nil {
-			return keystore.Secret{}, fmt.Errorf("opening query parameter %s: %w", q.Name, err)
+			return "", fmt.Errorf("opening query parameter %s: %w", q.Name, err)
 		}
-		b.WriteByte(sep)
-		sep = '&'
-		b.WriteString(url.QueryEscape(q.Name) + "=" + url.QueryEscape(s.RevealString()))
+		return url.QueryEscape(s.RevealString()), nil
+	})
+	if err != nil {
+		return keystore.Secret{}, err
 	}
-	return keystore.NewSecretString(b.String()), nil
+	return keystore.NewSecretString(u), nil
 }
 
 // Header is one configured header with its value opened.

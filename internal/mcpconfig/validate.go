@@ -93,7 +93,7 @@ func (t *Transport) stdioProblem() (string, string) {
 		return "transport.env", "has too many variables"
 	}
 	for i, v := range t.Env {
-		if !envNameRE.MatchString(v.Name) || len(v.Name) > MaxEnvNameBytes || (i > 0 && t.Env[i-1].Name >= v.Name) {
+		if envNameProblem(v.Name) != "" || (i > 0 && t.Env[i-1].Name >= v.Name) {
 			return "transport.env", "names are not valid, unique and sorted"
 		}
 		if err := secretVar(v, envSecretPrefix); err != nil {
