@@ -296,8 +296,6 @@ func (p *entryParser) transport(obj map[string]any, t *Transport) {
 			t.Kind = Stdio
 		case len(urlKeys) == 1:
 			t.Kind = HTTP
-		case hasType:
-			return // a bad type was reported above
 		default:
 			p.errorf(p.path, "needs command (to run a stdio server) or url (to reach an HTTP server)")
 			return
@@ -376,6 +374,8 @@ func (p *entryParser) absPath(path, s, base, what string) (string, bool) {
 		return filepath.Clean(s), true
 	case base == "":
 		p.errorf(path, "is a relative path: write an absolute one (a relative path is resolved against %s, which this install does not have)", what)
+	case len(base)+1+len(s) > MaxPathBytes:
+		p.errorf(path, "is over %d bytes once resolved against %s", MaxPathBytes, what)
 	default:
 		return filepath.Join(base, s), true
 	}

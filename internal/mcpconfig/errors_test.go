@@ -262,3 +262,14 @@ func TestDiagnosticsBounded(t *testing.T) {
 		t.Errorf("%d diagnostics, last %v", len(e.Diagnostics), e.Diagnostics[len(e.Diagnostics)-1])
 	}
 }
+
+// TestResolvedPathBounded: a relative command resolved against a long cwd is held to
+// the same bound as an absolute one, so what Parse accepts always validates.
+func TestResolvedPathBounded(t *testing.T) {
+	cwd := "/" + strings.Repeat("d", mcpconfig.MaxPathBytes-10)
+	doc := fmt.Sprintf(`{"mcpServers": {"srv": {"cwd": %q, "command": "./%s"}}}`, cwd, strings.Repeat("c", 20))
+	e := mcpconfig.Parse([]byte(doc), testHasher{}, nil).Entries[0]
+	if e.OK() || !strings.Contains(fmt.Sprint(e.Diagnostics), "once resolved against cwd") {
+		t.Errorf("accepted or wrong error: %v", e.Diagnostics)
+	}
+}

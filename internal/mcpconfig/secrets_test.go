@@ -34,9 +34,14 @@ func TestArgSecrets(t *testing.T) {
 		{[]string{"eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.c2ln"}, []string{"[redacted]"}},
 		{[]string{"Bearer abc"}, []string{"[redacted]"}},
 		{[]string{"--password", "-v"}, []string{"", ""}}, // a flag after a flag is not its value
+		{[]string{"mcp-remote", "https://x.example.com/mcp", "--header", "Authorization: Bearer abcdefgh123"}, []string{"", "", "", "Authorization: [redacted]"}},
+		{[]string{"--header=X-Api-Key:abc", "-H", "Cookie: sid=1"}, []string{"--header=X-Api-Key:[redacted]", "", "Cookie: [redacted]"}},
+		{[]string{"--config", "{\"auth\": \"x\", \"k\": \"ghp_0123456789abcdef\"}"}, []string{"", "[redacted]"}},
+		{[]string{"--note=use Bearer abcdefgh12345 here"}, []string{"[redacted]"}},
 		// Literal: package names, paths, ports, plain URLs, short look-alikes.
-		{[]string{"-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Code", "--port=8080", "https://example.com/docs", "skill", "sk-", "ghp_short", "--verbose"},
-			[]string{"", "", "", "", "", "", "", "", ""}},
+		{[]string{"-y", "@modelcontextprotocol/server-filesystem", "/Users/me/Code", "--port=8080", "https://example.com/docs", "skill", "sk-", "ghp_short", "--verbose",
+			"key", "a basic mode", "--mode=token", "http://localhost:8080/mcp", "--root=/srv/auth-free"},
+			[]string{"", "", "", "", "", "", "", "", "", "", "", "", "", ""}},
 		// References: secret, shown as written, with defaults hidden.
 		{[]string{"--token", "${env:T}", "${env:T}", "--x=${T:-fallback}", "${T}/path"}, []string{"", "[redacted]", "${env:T}", "--x=${T:-[redacted]}", "${T}/path"}},
 	}

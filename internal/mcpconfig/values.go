@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/keystore"
@@ -114,16 +115,21 @@ func looksLikeToken(v string) bool {
 // argSecret decides whether an argument (following prev) carries a credential, and if
 // so what listings show instead:
 //
-//   - NAME=VALUE, -NAME=VALUE or --NAME=VALUE with a credential-looking NAME
-//     (--api-key=…, GITHUB_TOKEN=… for docker -e): "--api-key=[redacted]";
+//   - NAME=VALUE, -NAME=VALUE, --NAME=VALUE or NAME: VALUE with a credential-looking
+//     NAME (--api-key=…, GITHUB_TOKEN=… for docker -e, "Authorization: Bearer …" for
+//     an HTTP client's --header), also after a flag's "=" (--header=X-Api-Key:…):
+//     "--api-key=[redacted]";
 //   - the argument after a credential-looking flag without a value (--token VALUE);
 //   - a URL with userinfo or a credential query parameter (postgresql://user:pw@host/db);
-//   - a value with the shape of a known token (ghp_…, sk-…, a JWT, "Bearer …").
+//   - anything holding a word shaped like a known token (ghp_…, sk-…, a JWT) or an
+//     authorization scheme with its credential ("Bearer …").
 func argSecret(prev, arg string) (redacted string, secret bool) {
+	if shown, ok := namedCredential(arg); ok {
+		return shown, true
+	}
 	if i := strings.IndexByte(arg, '='); i > 0 {
-		name := strings.TrimLeft(arg[:i], "-")
-		if name != "" && !strings.ContainsAny(name, " /:?&") && credentialName(name) && i+1 < len(arg) {
-			return arg[:i+1] + keystore.Redacted, true
+		if shown, ok := namedCredential(arg[i+1:]); ok {
+			return arg[:i+1] + shown, true
 		}
 	}
 	if len(prev) > 1 && prev[0] == '-' && !strings.Contains(prev, "=") && !strings.HasPrefix(arg, "-") &&
@@ -137,10 +143,38 @@ func argSecret(prev, arg string) (redacted string, secret bool) {
 			}
 		}
 	}
-	if looksLikeToken(arg) {
+	if looksLikeToken(arg) || authScheme.MatchString(arg) || slices.ContainsFunc(strings.FieldsFunc(arg, notTokenChar), looksLikeToken) {
 		return keystore.Redacted, true
 	}
 	return "", false
+}
+
+// flagName is what may stand before "=" or ":" in NAME=VALUE: a flag or variable name.
+var flagName = regexp.MustCompile(`^-{0,2}[A-Za-z0-9_.-]+$`)
+
+// authScheme matches an HTTP authorization scheme followed by its credential.
+var authScheme = regexp.MustCompile(`(?i)\b(bearer|basic|token)\s+[A-Za-z0-9._~+/=-]{8,}`)
+
+// namedCredential recognises NAME=VALUE and NAME: VALUE with a credential-looking name
+// and returns it with the value hidden.
+func namedCredential(s string) (string, bool) {
+	i := strings.IndexAny(s, "=:")
+	if i <= 0 || i+1 >= len(s) || !flagName.MatchString(s[:i]) || !credentialName(strings.TrimLeft(s[:i], "-")) {
+		return "", false
+	}
+	if s[i] == ':' && strings.HasPrefix(s[i+1:], "//") {
+		return "", false // a URL's scheme, not a name
+	}
+	sep := s[:i+1]
+	if strings.HasPrefix(s[i+1:], " ") {
+		sep += " "
+	}
+	return sep + keystore.Redacted, true
+}
+
+// notTokenChar splits text into the words looksLikeToken judges.
+func notTokenChar(r rune) bool {
+	return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
 }
 
 // ref is one ${…} reference in a value.
