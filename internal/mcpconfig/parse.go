@@ -55,6 +55,9 @@ var containers = []string{"mcpServers", "servers", "mcp.servers"}
 // one bad entry never hides the others. h gives the keyed digests the fingerprint is
 // computed over; opts may be nil.
 func Parse(data []byte, h Hasher, opts *Options) *Result {
+	if h == nil {
+		panic("mcpconfig.Parse: nil Hasher") // a caller's bug: fingerprints need the keystore's digest
+	}
 	if opts == nil {
 		opts = &Options{}
 	}
@@ -85,7 +88,7 @@ func Parse(data []byte, h Hasher, opts *Options) *Result {
 		return docErr("", "the config must be a JSON object")
 	}
 	var found []int
-	var mcpServers []objMember
+	var mcpInner []objMember
 	for i, m := range top {
 		switch m.key {
 		case "mcpServers", "servers":
@@ -94,14 +97,14 @@ func Parse(data []byte, h Hasher, opts *Options) *Result {
 			// VS Code's settings.json keeps them in "mcp": {"servers": …}.
 			if inner, err := members(m.raw); err == nil && hasMember(inner, "servers") {
 				found = append(found, i)
-				mcpServers = inner
+				mcpInner = inner
 			}
 		}
 	}
 	// Top-level and container members are checked strictly here; each entry is checked
 	// on its own below, so a duplicate inside one entry fails that entry only. Other
 	// top-level members (an editor's other settings) are not read, so not judged.
-	if err := strictSkeleton(top, found, mcpServers); err != nil {
+	if err := strictSkeleton(top, found, mcpInner); err != nil {
 		return docErr("", "%s", err)
 	}
 	switch len(found) {
@@ -123,7 +126,7 @@ func Parse(data []byte, h Hasher, opts *Options) *Result {
 	r.Container = c.key
 	if c.key == "mcp" {
 		r.Container = "mcp.servers"
-		for _, im := range mcpServers {
+		for _, im := range mcpInner {
 			if im.key == "servers" {
 				c = im
 				break
