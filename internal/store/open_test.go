@@ -180,7 +180,7 @@ func TestOddPath(t *testing.T) {
 }
 
 // schemaVersion is the highest migration this build ships.
-const schemaVersion = 2
+const schemaVersion = 3
 
 func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	ctx := context.Background()

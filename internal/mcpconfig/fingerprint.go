@@ -1,0 +1,73 @@
+package mcpconfig
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// fingerprintFormat versions the canonical encoding: changing what enters the
+// fingerprint changes this string, so no two encodings share a fingerprint.
+const fingerprintFormat = "toolgate/mcpconfig/fingerprint/v1"
+
+type fpArg struct {
+	Value  *string `json:"v,omitempty"`
+	Digest string  `json:"d,omitempty"`
+}
+
+type fpVar struct {
+	Name   string `json:"n"`
+	Digest string `json:"d"`
+}
+
+type fpDoc struct {
+	Format    string    `json:"f"`
+	Name      string    `json:"name"`
+	Kind      Kind      `json:"kind"`
+	Command   string    `json:"command"`
+	Args      []fpArg   `json:"args"`
+	Env       []fpVar   `json:"env"`
+	Cwd       string    `json:"cwd"`
+	URL       string    `json:"url"`
+	Query     []fpVar   `json:"query"`
+	Headers   []fpVar   `json:"headers"`
+	Isolation Isolation `json:"isolation"`
+	Required  bool      `json:"required"`
+}
+
+// Fingerprint identifies the definition: "sha256:" and the hex SHA-256 of a canonical
+// JSON encoding of everything that changes what runs or what it is sent (the name,
+// the transport, isolation, required) and nothing that only changes how it is shown
+// (display name, description) or policy (disabled). Secrets enter only as their keyed
+// digests, so a changed secret changes the fingerprint while the fingerprint reveals
+// nothing about it. Env and headers are sorted, so the order a config wrote them in
+// does not matter; the order of arguments and query parameters does.
+func (s *Server) Fingerprint() string {
+	t := &s.Transport
+	doc := fpDoc{
+		Format: fingerprintFormat, Name: s.Name, Kind: t.Kind, Command: t.Command, Cwd: t.Cwd, URL: t.URL,
+		Isolation: s.Isolation, Required: s.Required,
+		Args: []fpArg{}, Env: fpVars(t.Env), Query: fpVars(t.Query), Headers: fpVars(t.Headers),
+	}
+	for _, a := range t.Args {
+		if a.Secret != "" {
+			doc.Args = append(doc.Args, fpArg{Digest: a.Digest})
+		} else {
+			doc.Args = append(doc.Args, fpArg{Value: &a.Value})
+		}
+	}
+	b, err := json.Marshal(doc)
+	if err != nil {
+		panic("mcpconfig: encoding a fingerprint: " + err.Error()) // only strings, bools and slices of them
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+func fpVars(vs []Var) []fpVar {
+	out := make([]fpVar, len(vs))
+	for i, v := range vs {
+		out[i] = fpVar{Name: v.Name, Digest: v.Digest}
+	}
+	return out
+}
