@@ -19,14 +19,26 @@ var probeOnce = sync.OnceValue(probe)
 func Probe() Capabilities { return probeOnce() }
 
 func probe() Capabilities {
-	c := Capabilities{LandlockABI: LandlockABI(), Rlimits: rlimitsText()}
+	id := currentIdentity()
+	c := Capabilities{LandlockABI: LandlockABI(), Rlimits: rlimitsText(), Identity: id.describe()}
 	cg := cgroupOnce()
 	try := func(flags uintptr, cfg helperConfig, leaf *cgroupLeaf) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		cfg.Mode = "probe"
 		cfg.Env = []string{"PATH=/usr/bin:/bin"}
-		state, setupErr, err := runHelper(ctx, cfg, flags, leaf, io.Discard, io.Discard)
+		run := helperRun{cfg: cfg, flags: flags, id: id, leaf: leaf, stdout: io.Discard, stderr: io.Discard}
+		if cfg.ReadOnlyMounts {
+			// Detached mounts are used up by the helper that attaches them: fresh ones
+			// for every start, exactly as Run makes them.
+			ms, err := prepareMounts(id, cfg.Writable, DefaultReadOnlyRoots)
+			if err != nil {
+				return err
+			}
+			defer ms.close()
+			run.cfg.Attach, run.extra = ms.attach, ms.files
+		}
+		state, setupErr, err := runHelper(ctx, run)
 		if err != nil {
 			return err
 		}
@@ -64,7 +76,7 @@ func probe() Capabilities {
 			defer os.RemoveAll(dir)
 			full = helperConfig{
 				Dir: dir, NewNet: true, MountProc: true, Landlock: true, DropCaps: true,
-				Writable: []string{dir},
+				Writable: []string{dir}, ReadOnlyMounts: true,
 			}
 			full.ReadOnly, full.ReadDirOnly, err = planReads(DefaultReadOnlyRoots, FilteredRoots)
 		}
@@ -102,6 +114,7 @@ func probe() Capabilities {
 			}
 		}
 		note("full confinement", err)
+		c.ReadOnlyMounts = err == nil
 		if c.seccompOK {
 			c.Seccomp = seccompText
 		}

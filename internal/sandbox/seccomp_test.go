@@ -16,10 +16,15 @@ import (
 	"github.com/toolgate/toolgate/internal/sandbox"
 )
 
-// TestMain lets the test binary double as a system-call prober run inside the sandbox.
+// TestMain lets the test binary double as a system-call prober run inside the sandbox
+// (and as the metadata prober of metadata_test.go).
 func TestMain(m *testing.M) {
 	if os.Getenv("TOOLGATE_SYSCALL_PROBE") == "1" {
 		syscallProbe()
+		os.Exit(0)
+	}
+	if os.Getenv("TOOLGATE_METADATA_PROBE") == "1" {
+		metadataProbe(os.Args[1:])
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
