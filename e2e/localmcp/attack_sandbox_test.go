@@ -18,7 +18,8 @@ import (
 // in the host's process list.
 
 // bash changed the metadata of files outside the workspace: the set-uid bit and mode
-// 0777 on a file beside the workspace, its times, a user xattr, the parent directory's
+// 0777 on a file beside the workspace (and could plant a set-uid copy of a shell in
+// it, owned by root on the host), its times, a user xattr, the parent directory's
 // mode, and (values unchanged, so the host is not harmed if it regresses) the modes of
 // /, /usr/bin/env and /dev/null. Every one is refused now, the host files are as
 // they were, and the same commands work in the workspace.
@@ -33,7 +34,8 @@ func TestAttackBashChangesHostMetadata(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := w.start(t)
-	r := s.call(pBash, map[string]any{"command": `chmod 4777 README.md && touch -d 2001-01-01 README.md && echo CTL-inside
+	r := s.call(pBash, map[string]any{"command": `chmod 0777 README.md && touch -d 2001-01-01 README.md && echo CTL-inside
+cp /bin/sh sh && chmod 4755 sh && echo BAD-setuid-in-workspace
 chmod 4777 ../secret && echo BAD-chmod
 touch -d 2001-01-01 ../secret && echo BAD-touch
 python3 -c 'import os; os.setxattr("../secret", "user.pwned", b"1")' && echo BAD-xattr
@@ -60,8 +62,12 @@ true`})
 		t.Errorf("the workspace's parent changed: mode %o→%o (%v)", parentBefore.Mode, parentAfter.Mode, err)
 	}
 	var readme unix.Stat_t
-	if err := unix.Stat(filepath.Join(w.ws, "README.md"), &readme); err != nil || readme.Mode&0o7777 != 0o4777 {
-		t.Errorf("control: README.md mode %o on the host (%v), want 4777", readme.Mode&0o7777, err)
+	if err := unix.Stat(filepath.Join(w.ws, "README.md"), &readme); err != nil || readme.Mode&0o7777 != 0o777 {
+		t.Errorf("control: README.md mode %o on the host (%v), want 777", readme.Mode&0o7777, err)
+	}
+	var sh unix.Stat_t
+	if err := unix.Stat(filepath.Join(w.ws, "sh"), &sh); err == nil && sh.Mode&0o6000 != 0 {
+		t.Errorf("a set-uid copy of a shell was planted in the workspace: mode %o", sh.Mode&0o7777)
 	}
 	w.unchanged(t)
 }

@@ -87,7 +87,7 @@ func TestBashSemanticsKept(t *testing.T) {
 }
 
 // Through the tool: metadata of files outside the workspace cannot be changed (chmod
-// 4777, touch -d, user and security xattrs, setcap, mknod, hard links out), nor that
+// 4777 or 0777, touch -d, user and security xattrs, setcap, mknod, hard links out), nor that
 // of the system's files and mount points, while the same commands work in the
 // workspace and on its own root directory; protected files stay read-only.
 func TestMetadataOutsideWorkspaceRefusedInBash(t *testing.T) {
@@ -113,7 +113,9 @@ func TestMetadataOutsideWorkspaceRefusedInBash(t *testing.T) {
 	tool := bashTool(t, ws, shelltool.Options{})
 	text, _ := mustRun(t, tool, fmt.Sprintf(`v=%[1]s
 echo in > in.txt
-chmod 4777 in.txt && echo CTL-chmod
+chmod 777 in.txt && echo CTL-chmod
+cp /bin/true suid && chmod 4755 suid && echo BAD-setuid-inside
+chmod g+s . && echo BAD-setgid-dir
 touch -d 2001-01-01 in.txt && echo CTL-touch
 %[2]s in.txt user.x && echo CTL-xattr
 mkfifo fifo && echo CTL-mkfifo
@@ -158,7 +160,7 @@ true`, victim, xattr))
 		t.Errorf(".git/config changed: %q", b)
 	}
 	var in unix.Stat_t
-	if err := unix.Stat(filepath.Join(ws.Dir(), "in.txt"), &in); err != nil || in.Mode&0o7777 != 0o4777 || in.Uid != uint32(os.Getuid()) {
-		t.Errorf("control: in.txt on the host: mode %o uid %d (%v), want 4777 owned by toolgate's uid", in.Mode&0o7777, in.Uid, err)
+	if err := unix.Stat(filepath.Join(ws.Dir(), "in.txt"), &in); err != nil || in.Mode&0o7777 != 0o777 || in.Uid != uint32(os.Getuid()) {
+		t.Errorf("control: in.txt on the host: mode %o uid %d (%v), want 777 owned by toolgate's uid", in.Mode&0o7777, in.Uid, err)
 	}
 }
