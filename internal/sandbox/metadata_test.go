@@ -455,3 +455,41 @@ func TestScratchUnderPrivateTMPDIR(t *testing.T) {
 		t.Errorf("scratch or workspace unusable: %q %q", res.Stdout, res.Stderr)
 	}
 }
+
+// With toolgate as the host's root, the helper is toolgate's executable run as
+// SandboxUID: an executable only root may run (mode 0700) cannot confine anything, and
+// the probe says why instead of a bare "permission denied". Control: the same copy,
+// mode 0755, confines.
+func TestUnexecutableBinaryExplained(t *testing.T) {
+	requireSandbox(t)
+	if os.Getuid() != 0 || !strings.HasPrefix(sandbox.Probe().Identity, fmt.Sprintf("uid %d", sandbox.SandboxUID)) {
+		t.Skip("only toolgate as the host's root runs its helper as another uid")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(t.TempDir(), "sandbox.test")
+	for _, c := range []struct {
+		mode os.FileMode
+		want string
+	}{{0o700, "Available:false"}, {0o755, "Available:true"}} {
+		if err := os.WriteFile(bin, data, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(bin, c.mode); err != nil {
+			t.Fatal(err)
+		}
+		out, _ := exec.Command(bin, "-test.run=^TestProbeReportsLayers$", "-test.v").CombinedOutput()
+		if !strings.Contains(string(out), c.want) {
+			t.Errorf("mode %04o: probe output lacks %q: %s", c.mode, c.want, out)
+		}
+		if c.mode == 0o700 && !strings.Contains(string(out), "must be executable by others: chmod o+rx") {
+			t.Errorf("mode 0700: the reason does not say what to do: %s", out)
+		}
+	}
+}

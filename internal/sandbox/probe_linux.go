@@ -58,7 +58,7 @@ func probe() Capabilities {
 		}
 		return err == nil
 	}
-	c.UserNS = note("user namespace", try(user, helperConfig{}, nil))
+	c.UserNS = note("user namespace", explainExec(id, try(user, helperConfig{}, nil)))
 	if c.UserNS {
 		c.PIDNS = note("PID namespace", try(user|syscall.CLONE_NEWPID, helperConfig{}, nil))
 		c.MountNS = note("mount namespace with a private /proc",
@@ -131,4 +131,18 @@ func probe() Capabilities {
 		c.Available = true
 	}
 	return c
+}
+
+// explainExec adds the likely cause to a failure to start the helper as SandboxUID:
+// the helper is toolgate's own executable, run as that uid, so it must be executable
+// by others.
+func explainExec(id identity, err error) error {
+	if err == nil || !id.remapped {
+		return err
+	}
+	if fi, serr := os.Stat("/proc/self/exe"); serr == nil && fi.Mode().Perm()&0o001 == 0 {
+		exe, _ := os.Executable()
+		return fmt.Errorf("%v (toolgate's executable %s has mode %04o: the sandbox's helper is that executable run as uid %d, so it must be executable by others: chmod o+rx)", err, exe, fi.Mode().Perm(), id.uid)
+	}
+	return err
 }
