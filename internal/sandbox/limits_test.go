@@ -254,18 +254,7 @@ func TestNprocBindsForUnprivilegedUser(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { os.RemoveAll(dir) })
-		exe, err := os.Executable()
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, err := os.ReadFile(exe)
-		if err != nil {
-			t.Fatal(err)
-		}
-		bin := filepath.Join(dir, "sandbox.test")
-		if err := os.WriteFile(bin, data, 0o755); err != nil {
-			t.Fatal(err)
-		}
+		bin := copyTestBinary(t, dir, 0o755)
 		if err := os.Chmod(dir, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -332,6 +321,27 @@ func TestNprocBindsForUnprivilegedUser(t *testing.T) {
 	if n := countMarker(mark); n != 0 {
 		t.Errorf("%d processes left after the call", n)
 	}
+}
+
+// copyTestBinary copies this test binary into dir with the given mode.
+func copyTestBinary(t *testing.T, dir string, mode os.FileMode) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(bin, data, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(bin, mode); err != nil {
+		t.Fatal(err)
+	}
+	return bin
 }
 
 // countMarker counts processes whose argv contains m.

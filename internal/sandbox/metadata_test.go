@@ -465,25 +465,12 @@ func TestUnexecutableBinaryExplained(t *testing.T) {
 	if os.Getuid() != 0 || !strings.HasPrefix(sandbox.Probe().Identity, fmt.Sprintf("uid %d", sandbox.SandboxUID)) {
 		t.Skip("only toolgate as the host's root runs its helper as another uid")
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := os.ReadFile(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(t.TempDir(), "sandbox.test")
+	dir := t.TempDir()
 	for _, c := range []struct {
 		mode os.FileMode
 		want string
 	}{{0o700, "Available:false"}, {0o755, "Available:true"}} {
-		if err := os.WriteFile(bin, data, c.mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(bin, c.mode); err != nil {
-			t.Fatal(err)
-		}
+		bin := copyTestBinary(t, dir, c.mode)
 		out, _ := exec.Command(bin, "-test.run=^TestProbeReportsLayers$", "-test.v").CombinedOutput()
 		if !strings.Contains(string(out), c.want) {
 			t.Errorf("mode %04o: probe output lacks %q: %s", c.mode, c.want, out)

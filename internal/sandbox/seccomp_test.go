@@ -121,6 +121,32 @@ func setIDProbe() {
 	}
 }
 
+// probeOutsideAndInside runs the test binary as the prober env selects, once as a plain
+// child in a fresh directory (the control) and once in the sandbox with a fresh
+// workspace, and parses both outputs.
+func probeOutsideAndInside(t *testing.T, env string) (outside, inside map[string]unix.Errno) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe)
+	cmd.Dir = t.TempDir()
+	cmd.Env = []string{env}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("control probe: %v", err)
+	}
+	outside = parseProbe(string(out))
+	t.Logf("outside: %v", outside)
+	spec := sandbox.Spec{Argv: []string{exe}, Dir: t.TempDir(), Env: []string{env}}
+	spec.ReadOnlyRoots = append(append([]string{}, sandbox.DefaultReadOnlyRoots...), filepath.Dir(exe))
+	res := run(t, spec)
+	inside = parseProbe(string(res.Stdout))
+	t.Logf("inside: %v (stderr %q)", inside, res.Stderr)
+	return outside, inside
+}
+
 func parseProbe(out string) map[string]unix.Errno {
 	m := map[string]unix.Errno{}
 	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
@@ -137,26 +163,9 @@ func TestSeccompRefusesAttackSurface(t *testing.T) {
 	if !strings.HasPrefix(sandbox.Probe().Seccomp, "deny-list") {
 		t.Skipf("no system-call filter on this machine: %s", sandbox.Probe().Seccomp)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Control: outside the sandbox (a plain child, so unshare does not touch this
 	// process) the same calls are not refused with EPERM.
-	cmd := exec.Command(exe)
-	cmd.Env = []string{"TOOLGATE_SYSCALL_PROBE=1"}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("control probe: %v", err)
-	}
-	outside := parseProbe(string(out))
-	t.Logf("outside: %v", outside)
-
-	spec := sandbox.Spec{Argv: []string{exe}, Dir: t.TempDir(), Env: []string{"TOOLGATE_SYSCALL_PROBE=1"}}
-	spec.ReadOnlyRoots = append(append([]string{}, sandbox.DefaultReadOnlyRoots...), filepath.Dir(exe))
-	res := run(t, spec)
-	inside := parseProbe(string(res.Stdout))
-	t.Logf("inside: %v (stderr %q)", inside, res.Stderr)
+	outside, inside := probeOutsideAndInside(t, "TOOLGATE_SYSCALL_PROBE=1")
 	want := map[string]unix.Errno{
 		"io_uring_setup": unix.EPERM, "keyctl": unix.EPERM, "bpf": unix.EPERM, "userfaultfd": unix.EPERM,
 		"clone3": unix.ENOSYS, "unshare_newuser": unix.EPERM, "getpid": 0,
@@ -206,25 +215,7 @@ func TestSetIDBitsRefused(t *testing.T) {
 	if !strings.HasPrefix(sandbox.Probe().Seccomp, "deny-list") {
 		t.Skipf("no system-call filter on this machine: %s", sandbox.Probe().Seccomp)
 	}
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(exe)
-	cmd.Dir = t.TempDir()
-	cmd.Env = []string{"TOOLGATE_SETID_PROBE=1"}
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("control probe: %v", err)
-	}
-	outside := parseProbe(string(out))
-	t.Logf("outside: %v", outside)
-	ws := t.TempDir()
-	spec := sandbox.Spec{Argv: []string{exe}, Dir: ws, Env: []string{"TOOLGATE_SETID_PROBE=1"}}
-	spec.ReadOnlyRoots = append(append([]string{}, sandbox.DefaultReadOnlyRoots...), filepath.Dir(exe))
-	res := run(t, spec)
-	inside := parseProbe(string(res.Stdout))
-	t.Logf("inside: %v (stderr %q)", inside, res.Stderr)
+	outside, inside := probeOutsideAndInside(t, "TOOLGATE_SETID_PROBE=1")
 	for name, e := range inside {
 		switch {
 		case strings.HasPrefix(name, "setid_"):
@@ -247,6 +238,6 @@ func TestSetIDBitsRefused(t *testing.T) {
 		}
 	}
 	if len(inside) < 10 {
-		t.Errorf("prober output incomplete: %q", res.Stdout)
+		t.Errorf("prober output incomplete: %v", inside)
 	}
 }
