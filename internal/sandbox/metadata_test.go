@@ -480,3 +480,47 @@ func TestUnexecutableBinaryExplained(t *testing.T) {
 		}
 	}
 }
+
+// pdeathChild is a toolgate stand-in: it runs one confined command that would sleep
+// for a minute, and is killed by the test while it does.
+func pdeathChild(mark string) {
+	dir := os.Getenv("TOOLGATE_PDEATH_DIR")
+	_, _ = sandbox.Run(context.Background(), sandbox.Spec{
+		Argv: []string{"/bin/bash", "--noprofile", "--norc", "-c", "exec -a " + mark + " sleep 60"},
+		Dir:  dir, Env: baseEnv, Timeout: time.Minute,
+	})
+}
+
+// When toolgate dies mid-call (SIGKILL: no cleanup runs), the call's processes die
+// with it (Pdeathsig on the namespace's init). The parent-death signal is cleared by
+// any change of credentials, and the helper now changes uid (to SandboxUID) before it
+// starts: this checks the signal is set after that.
+func TestToolgateDeathKillsTheCall(t *testing.T) {
+	requireSandbox(t)
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark := marker(t)
+	cmd := exec.Command(exe)
+	// Its scratch directory stays behind (nothing removes it when toolgate is killed):
+	// under this test's own TMPDIR.
+	cmd.Env = []string{"TOOLGATE_PDEATH_CHILD=" + mark, "TOOLGATE_PDEATH_DIR=" + t.TempDir(), "TMPDIR=" + t.TempDir()}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	for !procHasMarker(mark) {
+		time.Sleep(10 * time.Millisecond) // polling /proc, not synchronisation
+	}
+	if err := cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Wait()
+	for i := 0; procHasMarker(mark); i++ {
+		if i == 2000 {
+			t.Fatalf("the call's process %s outlived toolgate by 20 s", mark)
+		}
+		time.Sleep(10 * time.Millisecond) // polling /proc, not synchronisation
+	}
+}

@@ -27,6 +27,10 @@ func TestMain(m *testing.M) {
 		setIDProbe()
 		os.Exit(0)
 	}
+	if m := os.Getenv("TOOLGATE_PDEATH_CHILD"); m != "" {
+		pdeathChild(m)
+		os.Exit(0)
+	}
 	if os.Getenv("TOOLGATE_METADATA_PROBE") == "1" {
 		metadataProbe(os.Args[1:])
 		os.Exit(0)
