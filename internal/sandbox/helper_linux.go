@@ -73,20 +73,31 @@ func helperMain() int {
 	if err := closeInheritedFDs(); err != nil {
 		return fail(err)
 	}
+	if cfg.Script != nil {
+		if err := scriptOnFD(cfg.Script); err != nil {
+			return fail(err)
+		}
+	}
 	err = unix.Exec(path, cfg.Argv, cfg.Env)
 	return fail(fmt.Errorf("%sexecuting %s: %w", execFailedPrefix, cfg.Argv[0], err))
 }
 
 // confine applies every layer the config asks for, in the only order that works: mounts
-// need capabilities and must precede Landlock (which forbids mount changes), Landlock
-// and seccomp need no_new_privs, capabilities are dropped after Landlock, and the
-// system-call filter (which refuses mount) comes last.
+// need capabilities and must precede Landlock (which forbids mount changes); among the
+// mounts, the id-mapped ones come first (the paths below them must resolve through
+// them), then /proc and /sys, then the read-only pass, then the protected paths' binds
+// (made on the writable roots, so pins stay writable and read-only binds stay
+// read-only); Landlock and seccomp need no_new_privs, capabilities are dropped after
+// Landlock, and the system-call filter (which refuses mount) comes last.
 func confine(cfg *helperConfig) error {
-	if cfg.MountProc || len(cfg.Binds) > 0 {
+	if cfg.MountProc || len(cfg.Binds) > 0 || len(cfg.Attach) > 0 || cfg.ReadOnlyMounts {
 		// Keep every mount change private to this namespace.
 		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
 			return fmt.Errorf("making mounts private: %w", err)
 		}
+	}
+	if err := attachMounts(cfg.Attach); err != nil {
+		return err
 	}
 	if cfg.MountProc {
 		// A /proc for this PID namespace only: other processes' environ and cmdline
@@ -95,16 +106,21 @@ func confine(cfg *helperConfig) error {
 			return fmt.Errorf("mounting a private /proc: %w", err)
 		}
 	}
-	for _, b := range cfg.Binds {
-		if err := bindMount(b); err != nil {
-			return err
-		}
-	}
 	if cfg.NewNet && cfg.MountProc {
 		// sysfs shows the network namespace of whoever mounts it; remount it so the
 		// host's interfaces are not listed. Read-only: nothing in it is the command's.
 		if err := unix.Mount("sysfs", "/sys", "sysfs", unix.MS_RDONLY|unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {
 			return fmt.Errorf("mounting a private /sys: %w", err)
+		}
+	}
+	if cfg.ReadOnlyMounts {
+		if err := readOnlyExcept(cfg.Writable, cfg.Attach); err != nil {
+			return err
+		}
+	}
+	for _, b := range cfg.Binds {
+		if err := bindMount(b); err != nil {
+			return err
 		}
 	}
 	if cfg.NewNet {
@@ -160,6 +176,38 @@ func bindMount(b bind) error {
 		unix.MS_NOATIME | unix.MS_NODIRATIME | unix.MS_RELATIME)
 	if err := unix.Mount("", b.Path, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY|keep, ""); err != nil {
 		return fmt.Errorf("remounting %s read-only: %w", b.Path, err)
+	}
+	return nil
+}
+
+// scriptOnFD puts script on descriptor ScriptFD, without close-on-exec, at offset 0:
+// a memory file (seekable, so bash's read builtin takes it in blocks, not a byte per
+// system call), never argv. Called after closeInheritedFDs, which would mark it.
+func scriptOnFD(script []byte) error {
+	fd, err := unix.MemfdCreate("toolgate-script", unix.MFD_CLOEXEC)
+	if err != nil {
+		return fmt.Errorf("creating the script's memory file: %w", err)
+	}
+	for b := script; len(b) > 0; {
+		n, err := unix.Write(fd, b)
+		if err != nil {
+			unix.Close(fd)
+			return fmt.Errorf("writing the script's memory file: %w", err)
+		}
+		b = b[n:]
+	}
+	if _, err := unix.Seek(fd, 0, 0); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("rewinding the script's memory file: %w", err)
+	}
+	if fd == ScriptFD { // the config pipe's number, free again
+		_, err = unix.FcntlInt(uintptr(fd), unix.F_SETFD, 0)
+	} else {
+		err = unix.Dup3(fd, ScriptFD, 0)
+		unix.Close(fd)
+	}
+	if err != nil {
+		return fmt.Errorf("placing the script on descriptor %d: %w", ScriptFD, err)
 	}
 	return nil
 }

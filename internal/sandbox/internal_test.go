@@ -178,14 +178,123 @@ func TestCloneIntoV2Leaf(t *testing.T) {
 		}
 	}()
 	var out, errOut strings.Builder
+	ws := t.TempDir()
+	id := currentIdentity()
+	ms, err := prepareMounts(id, []string{ws}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ms.close()
 	cfg := helperConfig{Mode: "exec", Argv: []string{"/bin/cat", "/proc/self/cgroup"},
-		Env: []string{"PATH=/usr/bin:/bin"}, Dir: t.TempDir(), NewNet: true, MountProc: true, DropCaps: true}
-	state, setupErr, err := runHelper(t.Context(), cfg, cloneFlags(true), leaf, &out, &errOut)
+		Env: []string{"PATH=/usr/bin:/bin"}, Dir: ws, NewNet: true, MountProc: true, DropCaps: true, Attach: ms.attach}
+	state, setupErr, err := runHelper(t.Context(), helperRun{cfg: cfg, flags: cloneFlags(true), id: id, leaf: leaf,
+		extra: ms.files, stdout: &out, stderr: &errOut})
 	if err != nil || setupErr != "" || !state.Success() {
 		t.Fatalf("helper: %v %q %v (stderr %q)", err, setupErr, state, errOut.String())
 	}
 	rel, _ := filepath.Rel(v2.dir, dir)
 	if want := "0::/" + rel + "\n"; !strings.Contains(out.String(), want) {
 		t.Errorf("/proc/self/cgroup inside = %q, want a line %q", out.String(), want)
+	}
+}
+
+// TestMetadataLayersHoldAlone shows that each of the two metadata layers refuses chmod,
+// chown, utimensat, xattrs, truncate, mknod, link and rename of a root-owned file
+// outside the workspace on its own (defence in depth), with no Landlock domain: the
+// read-only mounts alone (the sandbox's uid mapped to the host's root, as before),
+// and the unprivileged uid alone (no read-only pass). Control: with neither, as the
+// sandbox was, the same calls succeed. Needs toolgate running as the host's root.
+func TestMetadataLayersHoldAlone(t *testing.T) {
+	if c := Probe(); !c.Available {
+		t.Skipf("sandbox unavailable: %s", c.Reason)
+	}
+	if !hostRoot() {
+		t.Skip("needs the host's root: the unprivileged uid is one of the layers under test")
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir, err := os.MkdirTemp("", "toolgate-layers-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	asRoot := identity{uid: 0, gid: 0}
+	for _, c := range []struct {
+		name    string
+		id      identity
+		roMount bool
+		refused bool
+	}{
+		{"neither layer (control)", asRoot, false, false},
+		{"read-only mounts alone", asRoot, true, true},
+		{"unprivileged uid alone", currentIdentity(), false, true},
+	} {
+		target := filepath.Join(dir, "victim")
+		os.Remove(target) // the control changed its mode
+		if err := os.WriteFile(target, []byte("v\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Setxattr(target, "user.toolgate_keep", []byte("k"), 0); err != nil {
+			t.Skipf("user xattrs unsupported here: %v", err)
+		}
+		ms, err := prepareMounts(c.id, nil, []string{filepath.Dir(exe)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := helperConfig{Mode: "exec", Argv: []string{exe, "x:" + target}, Env: []string{"TOOLGATE_METADATA_PROBE=1"},
+			MountProc: true, DropCaps: true, ReadOnlyMounts: c.roMount, Attach: ms.attach}
+		var out, errOut strings.Builder
+		state, setupErr, err := runHelper(t.Context(), helperRun{cfg: cfg, flags: cloneFlags(true), id: c.id,
+			extra: ms.files, stdout: &out, stderr: &errOut})
+		ms.close()
+		if err != nil || setupErr != "" || !state.Success() {
+			t.Fatalf("%s: helper: %v %q %v (stderr %q)", c.name, err, setupErr, state, errOut.String())
+		}
+		t.Logf("%s: %s", c.name, out.String())
+		fields := strings.Fields(out.String())
+		if len(fields) < 20 {
+			t.Fatalf("%s: prober output %q", c.name, out.String())
+		}
+		for _, kv := range fields[1:] {
+			op, errno, _ := strings.Cut(kv, "=")
+			if op == "open_write" {
+				continue // data, not metadata: Landlock's, absent here
+			}
+			if ok := errno == "0"; ok == c.refused {
+				t.Errorf("%s: %s gave errno %s", c.name, op, errno)
+			}
+		}
+		for _, n := range []string{"probe-fifo", "probe-reg", "probe-link", "victim.renamed"} {
+			os.Remove(filepath.Join(dir, n))
+		}
+	}
+}
+
+// BenchmarkPrepareMounts is the per-call cost toolgate pays, as root, for the
+// id-mapped mounts of a workspace and a scratch directory (under a private parent,
+// so a read-only cover is made too): open_tree and mount_setattr for each.
+func BenchmarkPrepareMounts(b *testing.B) {
+	id := currentIdentity()
+	if !id.remapped {
+		b.Skip("only toolgate as the host's root makes id-mapped mounts")
+	}
+	if _, err := idmapUserNS(); err != nil {
+		b.Skip(err)
+	}
+	ws, scratch := b.TempDir(), b.TempDir()
+	for b.Loop() {
+		ms, err := prepareMounts(id, []string{ws, scratch}, DefaultReadOnlyRoots)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ms.attach) != 3 {
+			b.Fatalf("attach = %+v", ms.attach)
+		}
+		ms.close()
 	}
 }

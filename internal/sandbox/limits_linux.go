@@ -4,7 +4,6 @@ package sandbox
 
 import (
 	"fmt"
-	"os"
 	"sync"
 	"time"
 
@@ -60,12 +59,20 @@ func limitsFor(spec Spec, timeout time.Duration) limits {
 // process and breaks programs that reserve large address ranges.
 func (l limits) rlimits(leaf *cgroupLeaf) []rlimit {
 	fixed := func(res int, v uint64) rlimit { return rlimit{Resource: res, Cur: v, Max: v} }
+	nproc := uint64(l.procs)
+	if leaf != nil {
+		// The leaf's pids.max is what refuses a fork, which toolgate sees and then stops
+		// the call. The kernel checks RLIMIT_NPROC first, and a fork it refuses leaves no
+		// trace in the cgroup, so a fork loop would spin until the timeout: the rlimit
+		// stays above pids.max, a backstop only.
+		nproc *= 2
+	}
 	rl := []rlimit{
 		{Resource: unix.RLIMIT_CPU, Cur: l.cpuSecs, Max: l.cpuSecs + 1},
 		fixed(unix.RLIMIT_FSIZE, uint64(l.fileSize)),
 		fixed(unix.RLIMIT_NOFILE, uint64(l.files)),
 		fixed(unix.RLIMIT_CORE, 0),
-		fixed(unix.RLIMIT_NPROC, uint64(l.procs)),
+		fixed(unix.RLIMIT_NPROC, nproc),
 	}
 	if leaf == nil || leaf.mode != cgV2 {
 		rl = append(rl, fixed(unix.RLIMIT_AS, uint64(l.memory)))
@@ -135,9 +142,8 @@ func processLimitText(s cgroupSetup) string {
 	if s.mode != cgNone {
 		return fmt.Sprintf("cgroup pids.max (default %d per call); reaching it stops the call", DefaultMaxProcesses)
 	}
-	if os.Getuid() == 0 {
-		return "none beyond the timeout: no usable cgroup, and RLIMIT_NPROC is not enforced for processes of host root (toolgate runs as root)"
-	}
+	// (The kernel never enforces RLIMIT_NPROC for the host's root; commands never run as
+	// it: see SandboxUID.)
 	return fmt.Sprintf("RLIMIT_NPROC (default %d; counted per user namespace, so only the call's own processes count)", DefaultMaxProcesses)
 }
 
@@ -149,6 +155,6 @@ func memoryLimitText(s cgroupSetup) string {
 }
 
 func rlimitsText() string {
-	return fmt.Sprintf("RLIMIT_CPU=timeout+1s, RLIMIT_FSIZE=%d MiB, RLIMIT_NOFILE=%d, RLIMIT_CORE=0, RLIMIT_NPROC=process limit, RLIMIT_AS=memory limit unless a v2 cgroup bounds memory",
+	return fmt.Sprintf("RLIMIT_CPU=timeout+1s, RLIMIT_FSIZE=%d MiB, RLIMIT_NOFILE=%d, RLIMIT_CORE=0, RLIMIT_NPROC=process limit (twice it under a cgroup, which then binds first), RLIMIT_AS=memory limit unless a v2 cgroup bounds memory",
 		DefaultMaxFileSize>>20, DefaultMaxOpenFiles)
 }

@@ -19,14 +19,26 @@ var probeOnce = sync.OnceValue(probe)
 func Probe() Capabilities { return probeOnce() }
 
 func probe() Capabilities {
-	c := Capabilities{LandlockABI: LandlockABI(), Rlimits: rlimitsText()}
+	id := currentIdentity()
+	c := Capabilities{LandlockABI: LandlockABI(), Rlimits: rlimitsText(), Identity: id.describe()}
 	cg := cgroupOnce()
 	try := func(flags uintptr, cfg helperConfig, leaf *cgroupLeaf) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		cfg.Mode = "probe"
 		cfg.Env = []string{"PATH=/usr/bin:/bin"}
-		state, setupErr, err := runHelper(ctx, cfg, flags, leaf, io.Discard, io.Discard)
+		run := helperRun{cfg: cfg, flags: flags, id: id, leaf: leaf, stdout: io.Discard, stderr: io.Discard}
+		if cfg.ReadOnlyMounts {
+			// Detached mounts are used up by the helper that attaches them: fresh ones
+			// for every start, exactly as Run makes them.
+			ms, err := prepareMounts(id, cfg.Writable, DefaultReadOnlyRoots)
+			if err != nil {
+				return err
+			}
+			defer ms.close()
+			run.cfg.Attach, run.extra = ms.attach, ms.files
+		}
+		state, setupErr, err := runHelper(ctx, run)
 		if err != nil {
 			return err
 		}
@@ -46,7 +58,7 @@ func probe() Capabilities {
 		}
 		return err == nil
 	}
-	c.UserNS = note("user namespace", try(user, helperConfig{}, nil))
+	c.UserNS = note("user namespace", explainExec(id, try(user, helperConfig{}, nil)))
 	if c.UserNS {
 		c.PIDNS = note("PID namespace", try(user|syscall.CLONE_NEWPID, helperConfig{}, nil))
 		c.MountNS = note("mount namespace with a private /proc",
@@ -64,7 +76,7 @@ func probe() Capabilities {
 			defer os.RemoveAll(dir)
 			full = helperConfig{
 				Dir: dir, NewNet: true, MountProc: true, Landlock: true, DropCaps: true,
-				Writable: []string{dir},
+				Writable: []string{dir}, ReadOnlyMounts: true,
 			}
 			full.ReadOnly, full.ReadDirOnly, err = planReads(DefaultReadOnlyRoots, FilteredRoots)
 		}
@@ -102,6 +114,7 @@ func probe() Capabilities {
 			}
 		}
 		note("full confinement", err)
+		c.ReadOnlyMounts = err == nil
 		if c.seccompOK {
 			c.Seccomp = seccompText
 		}
@@ -118,4 +131,18 @@ func probe() Capabilities {
 		c.Available = true
 	}
 	return c
+}
+
+// explainExec adds the likely cause to a failure to start the helper as SandboxUID:
+// the helper is toolgate's own executable, run as that uid, so it must be executable
+// by others.
+func explainExec(id identity, err error) error {
+	if err == nil || !id.remapped {
+		return err
+	}
+	if fi, serr := os.Stat("/proc/self/exe"); serr == nil && fi.Mode().Perm()&0o001 == 0 {
+		exe, _ := os.Executable()
+		return fmt.Errorf("%v (toolgate's executable %s has mode %04o: the sandbox's helper is that executable run as uid %d, so it must be executable by others: chmod o+rx)", err, exe, fi.Mode().Perm(), id.uid)
+	}
+	return err
 }

@@ -46,6 +46,7 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		maxOut = DefaultMaxOutput
 	}
 
+	id := currentIdentity()
 	scratch, err := os.MkdirTemp("", "toolgate-scratch-")
 	if err != nil {
 		return nil, fmt.Errorf("sandbox: creating scratch directory: %w", err)
@@ -68,6 +69,12 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	writable := append([]string{spec.Dir, scratch}, spec.WritableRoots...)
+	mounts, err := prepareMounts(id, writable, ro)
+	if err != nil {
+		return nil, err
+	}
+	defer mounts.close()
 	lim := limitsFor(spec, timeout)
 	leaf, err := cgroup().newLeaf(lim.procs, lim.memory)
 	if err != nil {
@@ -83,13 +90,16 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 		MountProc: true,
 		Landlock:  true,
 		ReadOnly:  read,
-		Writable:  append([]string{spec.Dir, scratch}, spec.WritableRoots...),
+		Writable:  writable,
 		Binds:     binds,
 		DropCaps:  true,
 		Seccomp:   caps.seccompOK,
 
-		ReadDirOnly: listOnly,
-		Rlimits:     lim.rlimits(leaf),
+		ReadDirOnly:    listOnly,
+		Rlimits:        lim.rlimits(leaf),
+		Attach:         mounts.attach,
+		ReadOnlyMounts: true,
+		Script:         spec.Script,
 	}
 
 	runCtx, cancel := context.WithTimeout(ctx, timeout)
@@ -97,7 +107,8 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 	out := newCappedOutput(maxOut, cancel)
 	stopWatch := watchLeaf(leaf, cancel)
 	start := time.Now()
-	state, setupErr, err := runHelper(runCtx, cfg, cloneFlags(!spec.AllowInternet), leaf, out.stdout(), out.stderr())
+	state, setupErr, err := runHelper(runCtx, helperRun{cfg: cfg, flags: cloneFlags(!spec.AllowInternet), id: id,
+		leaf: leaf, extra: mounts.files, stdout: out.stdout(), stderr: out.stderr()})
 	res := &Result{Duration: time.Since(start)}
 	pidsHit := stopWatch()
 	res.Stdout, res.Stderr, res.Truncated = out.result()
@@ -216,10 +227,25 @@ func sortByDepth(b []bind) {
 	}
 }
 
-// runHelper starts the re-executed helper with cfg in the given namespaces, waits for it
-// and reports its final state, or the setup failure it wrote to the status pipe.
-func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgroupLeaf, stdout, stderr io.Writer) (*os.ProcessState, string, error) {
-	data, err := json.Marshal(cfg)
+// helperRun is one start of the helper.
+type helperRun struct {
+	cfg   helperConfig
+	flags uintptr
+	id    identity
+	leaf  *cgroupLeaf
+	// extra are descriptors the helper inherits after the config and status pipes
+	// (from firstAttachFD on).
+	extra []*os.File
+	// started, when set, runs once the helper exists and before it is sent its
+	// configuration (it is then waiting, having done nothing).
+	started        func(pid int) error
+	stdout, stderr io.Writer
+}
+
+// runHelper starts the re-executed helper with r.cfg in the given namespaces, waits for
+// it and reports its final state, or the setup failure it wrote to the status pipe.
+func runHelper(ctx context.Context, r helperRun) (*os.ProcessState, string, error) {
+	data, err := json.Marshal(r.cfg)
 	if err != nil {
 		return nil, "", fmt.Errorf("sandbox: encoding helper config: %w", err)
 	}
@@ -236,24 +262,26 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgrou
 	defer stR.Close()
 	defer stW.Close()
 
-	uid, gid := os.Getuid(), os.Getgid()
 	cmd := exec.CommandContext(ctx, "/proc/self/exe")
 	cmd.Args = []string{helperArg0}
-	cmd.Env = cfg.Env
+	cmd.Env = r.cfg.Env
 	cmd.Dir = "/"
 	cmd.Stdin = nil // /dev/null
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	cmd.ExtraFiles = []*os.File{cfgR, stW}
+	out, err := newOutputPipes(r.id, r.stdout, r.stderr)
+	if err != nil {
+		return nil, "", err
+	}
+	defer out.close()
+	cmd.Stdout, cmd.Stderr = out.stdoutW, out.stderrW
+	cmd.ExtraFiles = append([]*os.File{cfgR, stW}, r.extra...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{
-		Cloneflags:                 flags,
-		UidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: uid, Size: 1}},
-		GidMappings:                []syscall.SysProcIDMap{{ContainerID: 0, HostID: gid, Size: 1}},
-		GidMappingsEnableSetgroups: false,
+		Cloneflags: r.flags,
 		// The helper is the init of its PID namespace: killing it kills every process
 		// the command started. Pdeathsig covers toolgate itself dying.
 		Pdeathsig: syscall.SIGKILL,
 	}
+	r.id.apply(cmd.SysProcAttr)
+	leaf := r.leaf
 	if leaf != nil && leaf.fd >= 0 {
 		cmd.SysProcAttr.UseCgroupFD = true
 		cmd.SysProcAttr.CgroupFD = leaf.fd
@@ -273,12 +301,23 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgrou
 	}
 	cfgR.Close()
 	stW.Close()
-	if err := leaf.enter(cmd.Process.Pid); err != nil {
-		// The helper is still waiting for its configuration: nothing has run.
+	out.started()
+	// Until it is sent its configuration the helper waits, having done nothing: a
+	// failure here kills it before anything ran.
+	abort := func(err error) (*os.ProcessState, string, error) {
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		cfgW.Close()
 		_ = cmd.Wait()
-		return nil, "", fmt.Errorf("%w: placing the helper in its cgroup: %v", errStart, err)
+		out.drain(cmd.WaitDelay)
+		return nil, "", fmt.Errorf("%w: %v", errStart, err)
+	}
+	if err := leaf.enter(cmd.Process.Pid); err != nil {
+		return abort(fmt.Errorf("placing the helper in its cgroup: %w", err))
+	}
+	if r.started != nil {
+		if err := r.started(cmd.Process.Pid); err != nil {
+			return abort(err)
+		}
 	}
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -290,6 +329,7 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgrou
 	status, _ := io.ReadAll(io.LimitReader(stR, 64<<10))
 	waitErr := cmd.Wait()
 	wg.Wait()
+	out.drain(cmd.WaitDelay)
 	if cmd.ProcessState == nil {
 		return nil, "", fmt.Errorf("sandbox: waiting for the helper: %w", waitErr)
 	}
@@ -297,6 +337,80 @@ func runHelper(ctx context.Context, cfg helperConfig, flags uintptr, leaf *cgrou
 		return cmd.ProcessState, string(bytes.TrimSpace(status)), nil
 	}
 	return cmd.ProcessState, "", nil
+}
+
+// outputPipes carry the helper's stdout and stderr to writers. toolgate makes them
+// itself (rather than letting os/exec) to give them to the sandbox's uid: a command
+// that reopens its output (echo > /dev/stdout, tee /dev/stderr: a reopen of
+// /proc/self/fd/N) is checked against the pipe's owner, which would otherwise be
+// toolgate's root.
+type outputPipes struct {
+	stdoutR, stdoutW, stderrR, stderrW *os.File
+	wg                                 sync.WaitGroup
+	copying                            bool
+	dst                                [2]io.Writer
+}
+
+func newOutputPipes(id identity, stdout, stderr io.Writer) (*outputPipes, error) {
+	p := &outputPipes{dst: [2]io.Writer{stdout, stderr}}
+	var err error
+	if p.stdoutR, p.stdoutW, err = os.Pipe(); err != nil {
+		return nil, fmt.Errorf("sandbox: stdout pipe: %w", err)
+	}
+	if p.stderrR, p.stderrW, err = os.Pipe(); err != nil {
+		p.close()
+		return nil, fmt.Errorf("sandbox: stderr pipe: %w", err)
+	}
+	if id.remapped {
+		for _, f := range []*os.File{p.stdoutW, p.stderrW} {
+			if err := f.Chown(id.uid, id.gid); err != nil {
+				p.close()
+				return nil, fmt.Errorf("sandbox: handing the output pipes to uid %d: %w", id.uid, err)
+			}
+		}
+	}
+	return p, nil
+}
+
+// started closes toolgate's copies of the write ends (the helper has its own) and
+// starts copying.
+func (p *outputPipes) started() {
+	p.stdoutW.Close()
+	p.stderrW.Close()
+	p.copying = true
+	for i, r := range []*os.File{p.stdoutR, p.stderrR} {
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			_, _ = io.Copy(p.dst[i], r)
+		}()
+	}
+}
+
+// drain waits for the copies to reach end of file, which they do once the helper (the
+// PID namespace's init, whose death kills every process holding a write end) is gone;
+// after max it closes the read ends so that nothing can hold the call.
+func (p *outputPipes) drain(max time.Duration) {
+	if !p.copying {
+		return
+	}
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(max):
+		p.stdoutR.Close()
+		p.stderrR.Close()
+		<-done
+	}
+}
+
+func (p *outputPipes) close() {
+	for _, f := range []*os.File{p.stdoutR, p.stdoutW, p.stderrR, p.stderrW} {
+		if f != nil {
+			f.Close()
+		}
+	}
 }
 
 // removeAll removes the scratch directory even when the command left directories

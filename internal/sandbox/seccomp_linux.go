@@ -52,8 +52,27 @@ var deniedSyscalls = []uintptr{
 	unix.SYS_FSMOUNT, unix.SYS_FSPICK, unix.SYS_MOUNT_SETATTR,
 }
 
+// modeCall is a system call whose mode argument could carry the set-uid or set-gid
+// bit: arg is the mode's index, flags (>= 0) the index of open flags, which must ask
+// for a file to be created for the mode to mean anything.
+type modeCall struct {
+	nr         uintptr
+	arg, flags int
+}
+
+// setIDCalls refuse (EPERM) a mode with S_ISUID or S_ISGID. Without this a command
+// could plant a set-uid file in the workspace (cp /bin/sh x; chmod 4755 x), owned on
+// the host by the workspace's owner — root when toolgate runs as root — for any local
+// user to run later; the workspace's nosuid mount acts only inside the sandbox.
+// openat2, whose mode sits behind a pointer the filter cannot read, is ENOSYS (callers
+// fall back to openat). Set-gid directories go too (chmod g+s on a directory fails).
+var setIDCalls = append([]modeCall{
+	{unix.SYS_FCHMOD, 1, -1}, {unix.SYS_FCHMODAT, 2, -1}, {unix.SYS_FCHMODAT2, 2, -1},
+	{unix.SYS_OPENAT, 3, 2}, {unix.SYS_MKNODAT, 2, -1},
+}, legacyModeCalls...)
+
 // seccompText describes the filter for Capabilities.
-const seccompText = "deny-list filter: io_uring, keyrings, bpf, perf_event_open, userfaultfd, setns, mount API, modules and kexec refused (EPERM); clone/unshare with CLONE_NEWUSER refused; UNIX-domain sockets refused (socketpair allowed); clone3 and foreign-ABI system calls ENOSYS"
+const seccompText = "deny-list filter: io_uring, keyrings, bpf, perf_event_open, userfaultfd, setns, mount API, modules and kexec refused (EPERM); clone/unshare with CLONE_NEWUSER refused; UNIX-domain sockets refused (socketpair allowed); set-uid and set-gid modes refused (EPERM) in chmod, fchmod*, and open/creat/mknod* that create; openat2, clone3 and foreign-ABI system calls ENOSYS"
 
 // seccompArch is the audit architecture of this build, 0 where no filter is built.
 func seccompArch() uint32 {
@@ -98,6 +117,26 @@ func seccompFilter(arch uint32) []unix.SockFilter {
 	for _, nr := range deniedSyscalls {
 		p = append(p, jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(nr), 0, 1), eperm)
 	}
+	// Set-id modes (see setIDCalls); each branch loads arguments, so it ends in its
+	// own returns, and a call it does not match jumps past it with the number still
+	// in the accumulator.
+	argLow := func(i int) uint32 { return seccompArg0 + 8*uint32(i) }
+	for _, c := range setIDCalls {
+		var body []unix.SockFilter
+		if c.flags >= 0 {
+			body = append(body,
+				stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, argLow(c.flags)),
+				jump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, unix.O_CREAT|unix.O_TMPFILE&^unix.O_DIRECTORY, 0, 3))
+		}
+		body = append(body,
+			stmt(unix.BPF_LD|unix.BPF_W|unix.BPF_ABS, argLow(c.arg)),
+			jump(unix.BPF_JMP|unix.BPF_JSET|unix.BPF_K, unix.S_ISUID|unix.S_ISGID, 0, 1),
+			eperm,
+			allow)
+		p = append(p, jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(c.nr), 0, uint8(len(body))))
+		p = append(p, body...)
+	}
+	p = append(p, jump(unix.BPF_JMP|unix.BPF_JEQ|unix.BPF_K, uint32(unix.SYS_OPENAT2), 0, 1), enosys)
 	// socket(AF_UNIX, …): refused (see unixSocketNote); the accumulator then holds
 	// args[0], so this branch ends in its own return.
 	p = append(p,

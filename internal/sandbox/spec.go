@@ -9,6 +9,9 @@ import (
 // (or failed to be set up for this call); the command did not run.
 var ErrUnavailable = errors.New("sandbox unavailable")
 
+// ScriptFD is the descriptor on which a command finds Spec.Script.
+const ScriptFD = 3
+
 // Defaults used when a Spec leaves a limit at zero.
 const (
 	DefaultTimeout   = 60 * time.Second
@@ -81,6 +84,12 @@ type Spec struct {
 	ReadOnlyRoots []string
 	// FilteredRoots replaces the package's FilteredRoots when non-nil.
 	FilteredRoots []string
+	// Script, when not nil, is readable on descriptor 3 of the command, from its start,
+	// and nowhere else (a memory file; the helper makes it right before execve). The
+	// command reads it from there and should close it, as shelltool's bash bootstrap
+	// does. Text in Argv is in /proc/PID/cmdline, which every user of the host can
+	// read; text passed here is not.
+	Script []byte
 	// ReadOnlyPaths are existing files or directories inside a writable root that must
 	// stay read-only (for example <workspace>/.git/config). Each is bind-mounted
 	// read-only and every ancestor between it and its writable root is pinned (made a
@@ -156,6 +165,13 @@ type helperConfig struct {
 	// Rlimits are set right before execve (after setup, so the helper's own runtime is
 	// never starved by them).
 	Rlimits []rlimit `json:"rlimits"`
+	// Attach are the id-mapped mounts toolgate prepared (inherited descriptors), moved
+	// into place before any other mount change.
+	Attach []attachMount `json:"attach"`
+	// ReadOnlyMounts makes every mount read-only except the writable roots.
+	ReadOnlyMounts bool `json:"read_only_mounts"`
+	// Script is made readable on descriptor 3 of the command (see Spec.Script).
+	Script []byte `json:"script,omitempty"`
 }
 
 // rlimit is one setrlimit call the helper makes.
@@ -189,6 +205,12 @@ type Capabilities struct {
 
 	// Seccomp describes the system-call filter every call gets, or why there is none.
 	Seccomp string `json:"seccomp"`
+
+	// ReadOnlyMounts is set when every mount but the writable roots is read-only in the
+	// sandbox (so chmod, chown, utimes and xattr calls outside them fail); required.
+	ReadOnlyMounts bool `json:"read_only_mounts"`
+	// Identity says which host uid and gid commands run as.
+	Identity string `json:"identity"`
 
 	// cgroupOK is set when a confined helper was started in a cgroup leaf; seccompOK
 	// when one was started with the system-call filter.

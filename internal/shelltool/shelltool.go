@@ -105,6 +105,11 @@ func (r *Runner) Env() []string {
 // options allow the internet. timeout <= 0 means the default; it is capped at
 // MaxTimeout. Errors wrap sandbox.ErrUnavailable when confinement is missing.
 func (r *Runner) Run(ctx context.Context, argv []string, allowInternet bool, timeout time.Duration) (*sandbox.Result, error) {
+	return r.run(ctx, argv, nil, allowInternet, timeout)
+}
+
+// run is Run with a script the command reads from sandbox.ScriptFD (nil for none).
+func (r *Runner) run(ctx context.Context, argv []string, script []byte, allowInternet bool, timeout time.Duration) (*sandbox.Result, error) {
 	if timeout <= 0 {
 		timeout = r.opts.DefaultTimeout
 	}
@@ -132,6 +137,7 @@ func (r *Runner) Run(ctx context.Context, argv []string, allowInternet bool, tim
 	}
 	return sandbox.Run(ctx, sandbox.Spec{
 		Argv:          argv,
+		Script:        script,
 		Dir:           dir,
 		Env:           r.Env(),
 		AllowInternet: allowInternet && r.opts.AllowInternet,
@@ -181,7 +187,7 @@ func (r *Runner) bashTool() *kernel.Tool {
 		"properties": map[string]any{
 			"command": map[string]any{
 				"type": "string", "minLength": 1, "maxLength": maxCommandBytes,
-				"description": "Bash script to run (bash --noprofile --norc -c). The working directory is the workspace; stdin is empty.",
+				"description": "Bash script to run (as bash --noprofile --norc -c would). The working directory is the workspace; stdin is empty.",
 			},
 			"timeout_seconds": map[string]any{
 				"type": "integer", "minimum": 1, "maximum": int(o.MaxTimeout / time.Second),
@@ -237,7 +243,7 @@ func describe(c sandbox.Capabilities, o Options) string {
 	if internet {
 		net = "network allowed"
 	}
-	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
+	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d; every other mount is read-only, so no file metadata changes outside them either), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
 		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, fileCap>>20, sandbox.DefaultMaxOpenFiles)
 }
 
@@ -268,7 +274,7 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 		}
 		timeout = time.Duration(secs) * time.Second
 	}
-	res, err := r.Run(ctx, []string{"/bin/bash", "--noprofile", "--norc", "-c", cmd}, true, timeout)
+	res, err := r.run(ctx, bashArgv, []byte(cmd), true, timeout)
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, kernel.Failed(kernel.CodeSandboxUnavailable, "bash refused: %v", err)
@@ -293,6 +299,20 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 	}
 	return &kernel.Output{Text: render(br, r.opts.MaxOutput), Structured: br}, nil
 }
+
+// bashArgv runs a command that is not in it. bash's argv, like every process's, is in
+// /proc/PID/cmdline, which every user of the host can read; the command (which may hold
+// a token or a private path) travels instead in the sandbox's script descriptor, a
+// memory file. The bootstrap reads it whole (a seekable file: in blocks), closes the
+// descriptor so the command's own processes never see it, and runs it with eval, which
+// parses and executes it exactly as -c does (command by command, so a later syntax
+// error does not stop earlier commands): $0 stays /bin/bash, there are no positional
+// parameters, exit status, traps, set -e, aliases and line numbers are those of -c,
+// and BASH_EXECUTION_STRING is the command. The one visible difference: a syntax error
+// is reported as "/bin/bash: eval: line N: …" instead of "/bin/bash: -c: line N: …".
+// C is unset before the command runs.
+var bashArgv = []string{"/bin/bash", "--noprofile", "--norc", "-c",
+	fmt.Sprintf(`IFS= read -r -d '' -u %d C; exec %d<&-; BASH_EXECUTION_STRING=$C; eval "unset -v C; $C"`, sandbox.ScriptFD, sandbox.ScriptFD)}
 
 // render is the text form of a bash result: stdout, then stderr and the exit status
 // under explicit headers, then the truncation marker.

@@ -435,7 +435,7 @@ func TestDescriptionStatesLimits(t *testing.T) {
 	requireSandbox(t)
 	tool := bashTool(t, openWS(t), shelltool.Options{MaxFileSize: 8 << 20})
 	c := sandbox.Probe()
-	for _, want := range []string{"no secrets under /etc", "processes: " + c.ProcessLimit, "memory: " + c.MemoryLimit, "files at most 8 MiB"} {
+	for _, want := range []string{"no secrets under /etc", "every other mount is read-only", "processes: " + c.ProcessLimit, "memory: " + c.MemoryLimit, "files at most 8 MiB"} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q: %s", want, tool.Description)
 		}
