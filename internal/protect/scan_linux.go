@@ -1,0 +1,577 @@
+//go:build linux
+
+package protect
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// MaxBinds bounds the read-only paths one call mounts, so a hostile workspace makes a
+// call fail instead of mounting without end.
+const MaxBinds = 4096
+
+// ident is what must stay the same for a protected path to count as untouched: the
+// same inode (device, number, birth time where the file system keeps one) of the same
+// type. Content is not compared: a protected path is bound read-only for the call, so a
+// change of content can only come from outside the sandbox (a person's editor), which
+// is not the command's doing.
+type ident struct {
+	dev, ino uint64
+	typ      uint32
+	btime    unix.StatxTimestamp
+}
+
+// Snapshot is the protected paths of a workspace at one moment, as a confined command's
+// protection needs them: what to mount read-only, and what to compare after the call.
+type Snapshot struct {
+	dir   string
+	extra []string
+	roots map[string]ident // absolute path → identity, for every protected path found
+	alias map[string]*ident
+	binds []string
+	err   error // an alias that cannot be protected
+}
+
+// Change is a protected path a call created or replaced.
+type Change struct {
+	// Path is relative to the workspace when inside it, else absolute.
+	Path string
+	// Created is true when nothing was there before the call; else it was replaced.
+	Created bool
+	// Removed says whether toolgate removed it; Err says why not.
+	Removed bool
+	Err     error
+}
+
+// Scan finds the protected paths of the workspace dir (absolute, links resolved) that
+// bash must not change: every entry of the list where Match finds it (a symbolic link
+// standing for the first elements of a multi-element entry counts as protected itself),
+// except that inside node_modules only the InPackages entries (.git) count; the targets inside a writable root (dir or extra) of protected
+// symbolic links, .git files (gitdir:) and commondir files, and the other names inside
+// the workspace of protected files that have several hard links. ReadOnlyPaths says what
+// to mount; Changes, after the call, what it left.
+func Scan(dir string, extra []string) (*Snapshot, error) {
+	s := &Snapshot{dir: filepath.Clean(dir), roots: map[string]ident{}, alias: map[string]*ident{}}
+	for _, e := range extra {
+		s.extra = append(s.extra, filepath.Clean(e))
+	}
+	links := map[[2]uint64]bool{}
+	if err := s.walk(func(fd int, abs string, st *unix.Statx_t) {
+		s.roots[abs] = identOf(st)
+		s.noteLinks(fd, abs, st, links)
+	}); err != nil {
+		return nil, err
+	}
+	for abs := range s.roots {
+		for _, a := range s.aliasesOf(abs) {
+			if _, seen := s.alias[a]; !seen {
+				s.alias[a] = lstatIdent(a)
+			}
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	if len(links) > 0 {
+		if err := s.walkInodes(links); err != nil {
+			return nil, err
+		}
+	}
+	for abs, id := range s.roots {
+		if id.typ != unix.S_IFLNK {
+			s.binds = append(s.binds, abs)
+		}
+	}
+	for a, id := range s.alias {
+		if id != nil && id.typ != unix.S_IFLNK {
+			s.binds = append(s.binds, a)
+		}
+	}
+	sort.Strings(s.binds)
+	s.binds = dedupeNested(s.binds)
+	if len(s.binds) > MaxBinds {
+		return nil, fmt.Errorf("the workspace has %d protected paths to keep read-only; at most %d are supported", len(s.binds), MaxBinds)
+	}
+	return s, nil
+}
+
+// ReadOnlyPaths are the existing protected paths to mount read-only for the call
+// (absolute; none is a symbolic link; none lies inside another).
+func (s *Snapshot) ReadOnlyPaths() []string { return append([]string(nil), s.binds...) }
+
+// Changes scans the workspace again and returns every protected path that is there now
+// but was not at Scan, or is another file than it was: what the call created or
+// replaced. Alias targets are checked only for the links Scan saw (a link the call made
+// is itself a change, and its target is not touched).
+func (s *Snapshot) Changes() ([]Change, error) {
+	var out []Change
+	err := s.walk(func(_ int, abs string, st *unix.Statx_t) {
+		before, ok := s.roots[abs]
+		if now := identOf(st); !ok || before != now {
+			out = append(out, Change{Path: s.rel(abs), Created: !ok})
+		}
+	})
+	for a, before := range s.alias {
+		now := lstatIdent(a)
+		if now != nil && (before == nil || *before != *now) {
+			out = append(out, Change{Path: s.rel(a), Created: before == nil})
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, err
+}
+
+// Remove removes what changes name, each through directory descriptors opened without
+// following links from the writable root it lies in, so a link swapped in meanwhile
+// cannot redirect it. It records the outcome in each Change.
+func (s *Snapshot) Remove(changes []Change) {
+	for i := range changes {
+		c := &changes[i]
+		abs := c.Path
+		if !filepath.IsAbs(abs) {
+			abs = filepath.Join(s.dir, filepath.FromSlash(abs))
+		}
+		c.Err = s.removePath(abs)
+		c.Removed = c.Err == nil
+	}
+}
+
+func (s *Snapshot) rel(abs string) string {
+	if r, err := filepath.Rel(s.dir, abs); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
+		return filepath.ToSlash(r)
+	}
+	return abs
+}
+
+// partial is an entry whose first k elements matched the directories above.
+type partial struct {
+	c *compiled
+	k int
+}
+
+// scope is what a directory's entries are matched against: the entries that may start
+// there and the partial matches continuing from above. pkg is set inside node_modules.
+type scope struct {
+	parts []partial
+	pkg   bool
+}
+
+// walk visits every protected path of the workspace (see Scan), calling found with
+// the descriptor of its directory, its absolute path and its statx.
+func (s *Snapshot) walk(found func(dirfd int, abs string, st *unix.Statx_t)) error {
+	fd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the workspace: %w", err)
+	}
+	defer unix.Close(fd)
+	var top scope
+	for i := range compiledEntries {
+		top.parts = append(top.parts, partial{&compiledEntries[i], 0})
+	}
+	w := &dirWalker{buf: make([]byte, 64<<10)}
+	return w.dir(fd, s.dir, top, func(dirfd int, abs, name string, typ uint8, _ uint64, sc scope) (bool, scope) {
+		f := Fold(name)
+		var next []partial
+		hit := false
+		for _, p := range sc.parts {
+			if !elemMatch(p.c.elems[p.k], f) {
+				continue
+			}
+			if p.k == len(p.c.elems)-1 {
+				hit = true
+			} else {
+				next = append(next, partial{p.c, p.k + 1})
+			}
+		}
+		if hit || (typ == unix.DT_LNK && len(next) > 0) {
+			// A protected path, or a link standing where one's parent should be (an
+			// intermediate link of a multi-element entry counts as protected itself).
+			var st unix.Statx_t
+			if err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_BTIME|unix.STATX_NLINK, &st); err == nil {
+				found(dirfd, abs, &st)
+			}
+			return false, scope{}
+		}
+		if typ != unix.DT_DIR {
+			return false, scope{}
+		}
+		pkg := sc.pkg || f == "node_modules"
+		for i := range compiledEntries {
+			if c := &compiledEntries[i]; !c.RootOnly && (!pkg || c.InPackages) {
+				next = append(next, partial{c, 0})
+			}
+		}
+		return true, scope{next, pkg}
+	})
+}
+
+// dirWalker reads directories with getdents, which gives each entry's type and inode
+// without a stat.
+type dirWalker struct {
+	buf []byte
+}
+
+// visitFunc decides for one entry whether to descend (only directories are) and with
+// which scope.
+type visitFunc func(dirfd int, abs, name string, typ uint8, ino uint64, sc scope) (bool, scope)
+
+// dir lists the directory fd (at abs) and visits its entries. Directories are opened
+// relative to their parent with O_NOFOLLOW, so the walk never follows a link. An
+// unreadable directory the walk owns is made readable for the moment of reading it; one
+// owned by someone else is skipped (nothing confined could have written in it).
+func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
+	type sub struct {
+		name string
+		sc   scope
+	}
+	var subs []sub
+	err := w.entries(fd, func(name string, typ uint8, ino uint64) {
+		if typ == unix.DT_UNKNOWN {
+			var st unix.Stat_t
+			if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+				return
+			}
+			typ = dtOf(st.Mode)
+		}
+		if descend, next := visit(fd, filepath.Join(abs, name), name, typ, ino, sc); descend {
+			subs = append(subs, sub{name, next})
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", abs, err)
+	}
+	for _, d := range subs {
+		cfd, err := openDir(fd, d.name)
+		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			continue // gone, or swapped for something else, since it was listed
+		}
+		if err != nil {
+			if errors.Is(err, unix.EACCES) {
+				continue
+			}
+			return fmt.Errorf("opening %s: %w", filepath.Join(abs, d.name), err)
+		}
+		err = w.dir(cfd, filepath.Join(abs, d.name), d.sc, visit)
+		unix.Close(cfd)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// openDir opens the directory name under fd without following a link; one without
+// search or read permission but owned by this process's user gets u+rx first (a
+// command may chmod 000 a directory to hide what it made there).
+func openDir(fd int, name string) (int, error) {
+	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
+	cfd, err := unix.Openat(fd, name, flags, 0)
+	if !errors.Is(err, unix.EACCES) {
+		return cfd, err
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || int(st.Uid) != os.Getuid() || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return -1, err
+	}
+	if err := unix.Fchmodat(fd, name, st.Mode&0o7777|0o700, 0); err != nil {
+		return -1, err
+	}
+	return unix.Openat(fd, name, flags, 0)
+}
+
+// entries calls fn for every entry of the directory fd except "." and "..".
+func (w *dirWalker) entries(fd int, fn func(name string, typ uint8, ino uint64)) error {
+	for {
+		n, err := unix.Getdents(fd, w.buf)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n <= 0 {
+			return nil
+		}
+		b := w.buf[:n]
+		// Names are copied out before fn runs: fn may recurse and reuse the buffer.
+		type ent struct {
+			name string
+			typ  uint8
+			ino  uint64
+		}
+		var batch []ent
+		for len(b) > 0 {
+			d := (*unix.Dirent)(unsafe.Pointer(&b[0]))
+			if d.Reclen == 0 || int(d.Reclen) > len(b) {
+				break
+			}
+			rec := b[:d.Reclen]
+			b = b[d.Reclen:]
+			name := rec[unsafe.Offsetof(d.Name):]
+			if i := bytes.IndexByte(name, 0); i >= 0 {
+				name = name[:i]
+			}
+			if string(name) == "." || string(name) == ".." {
+				continue
+			}
+			batch = append(batch, ent{string(name), d.Type, d.Ino})
+		}
+		for _, e := range batch {
+			fn(e.name, e.typ, e.ino)
+		}
+	}
+}
+
+func dtOf(mode uint32) uint8 {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return unix.DT_DIR
+	case unix.S_IFLNK:
+		return unix.DT_LNK
+	case unix.S_IFREG:
+		return unix.DT_REG
+	case unix.S_IFIFO:
+		return unix.DT_FIFO
+	case unix.S_IFSOCK:
+		return unix.DT_SOCK
+	case unix.S_IFCHR:
+		return unix.DT_CHR
+	}
+	return unix.DT_BLK
+}
+
+func identOf(st *unix.Statx_t) ident {
+	id := ident{dev: unix.Mkdev(st.Dev_major, st.Dev_minor), ino: st.Ino, typ: uint32(st.Mode) & unix.S_IFMT}
+	if st.Mask&unix.STATX_BTIME != 0 {
+		id.btime = st.Btime
+	}
+	return id
+}
+
+// lstatIdent returns the identity of the absolute path p without following a final
+// link, or nil when nothing is there.
+func lstatIdent(p string) *ident {
+	var st unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_BTIME, &st); err != nil {
+		return nil
+	}
+	id := identOf(&st)
+	return &id
+}
+
+// noteLinks records the inodes of protected regular files that have other names: the
+// root itself when it is a file, and the files inside a protected directory (the object
+// store of a repository aside: git writes an object once and never in place, and a
+// local clone hard-links every object to another repository outside the workspace; any
+// directory named objects is skipped, which also covers submodules and git-lfs).
+func (s *Snapshot) noteLinks(dirfd int, abs string, st *unix.Statx_t, links map[[2]uint64]bool) {
+	dev := unix.Mkdev(st.Dev_major, st.Dev_minor)
+	switch uint32(st.Mode) & unix.S_IFMT {
+	case unix.S_IFREG:
+		if st.Nlink > 1 {
+			links[[2]uint64{dev, st.Ino}] = true
+		}
+	case unix.S_IFDIR:
+		fd, err := openDir(dirfd, filepath.Base(abs))
+		if err != nil {
+			return
+		}
+		defer unix.Close(fd)
+		w := &dirWalker{buf: make([]byte, 16<<10)}
+		_ = w.dir(fd, abs, scope{}, func(pfd int, p, name string, typ uint8, _ uint64, _ scope) (bool, scope) {
+			switch typ {
+			case unix.DT_DIR:
+				return name != "objects", scope{}
+			case unix.DT_REG:
+				var fst unix.Stat_t
+				if unix.Fstatat(pfd, name, &fst, unix.AT_SYMLINK_NOFOLLOW) == nil && fst.Nlink > 1 {
+					links[[2]uint64{uint64(fst.Dev), fst.Ino}] = true
+				}
+			}
+			return false, scope{}
+		})
+	}
+}
+
+// walkInodes finds, outside the protected paths, the other names of the inodes in
+// links, and adds them to the paths mounted read-only: a command writing such a name
+// would change the protected file.
+func (s *Snapshot) walkInodes(links map[[2]uint64]bool) error {
+	inos := map[uint64]bool{}
+	for k := range links {
+		inos[k[1]] = true
+	}
+	fd, err := unix.Open(s.dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("opening the workspace: %w", err)
+	}
+	defer unix.Close(fd)
+	w := &dirWalker{buf: make([]byte, 64<<10)}
+	return w.dir(fd, s.dir, scope{}, func(dirfd int, abs, _ string, typ uint8, ino uint64, _ scope) (bool, scope) {
+		if _, protected := s.roots[abs]; protected {
+			return false, scope{}
+		}
+		switch typ {
+		case unix.DT_DIR:
+			return true, scope{}
+		case unix.DT_REG:
+			if inos[ino] {
+				var st unix.Stat_t
+				if unix.Fstatat(dirfd, filepath.Base(abs), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && links[[2]uint64{uint64(st.Dev), st.Ino}] {
+					s.binds = append(s.binds, abs)
+				}
+			}
+		}
+		return false, scope{}
+	})
+}
+
+// aliasesOf returns what the protected path abs makes a program read elsewhere, when
+// that lies inside a writable root: the target of a link (with the rest of the entry
+// when the link stands for a parent element), the repository a .git file points at, and
+// the common directory a repository's commondir names.
+func (s *Snapshot) aliasesOf(abs string) []string {
+	var out []string
+	rel := s.rel(abs)
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		for _, r := range append([]string{s.dir}, s.extra...) {
+			if p == r || strings.HasPrefix(r, p+string(filepath.Separator)) {
+				s.err = fmt.Errorf("protected path %s points at %s, which holds a whole writable root; it cannot be kept read-only", rel, p)
+				return
+			}
+		}
+		if !s.writable(p) {
+			return // a confined command cannot write there
+		}
+		out = append(out, p)
+	}
+	id := s.roots[abs]
+	switch id.typ {
+	case unix.S_IFLNK:
+		target := resolveLoose(abs, 0)
+		rests := restAfter(rel)
+		if len(rests) == 0 {
+			add(target)
+		}
+		for _, r := range rests {
+			add(filepath.Join(target, r))
+		}
+		return out
+	case unix.S_IFREG:
+		if isGit(abs) {
+			if p := pointer(abs, "gitdir:"); p != "" {
+				gd := resolveLoose(join(filepath.Dir(abs), p), 0)
+				add(gd)
+				if c := pointer(filepath.Join(gd, "commondir"), ""); c != "" {
+					add(resolveLoose(join(gd, c), 0))
+				}
+			}
+		}
+	case unix.S_IFDIR:
+		if isGit(abs) {
+			if c := pointer(filepath.Join(abs, "commondir"), ""); c != "" {
+				add(resolveLoose(join(abs, c), 0))
+			}
+		}
+	}
+	return out
+}
+
+// writable reports whether p is inside the workspace or an extra writable root.
+func (s *Snapshot) writable(p string) bool {
+	for _, r := range append([]string{s.dir}, s.extra...) {
+		if p == r || strings.HasPrefix(p, r+string(filepath.Separator)) {
+			return true
+		}
+	}
+	return false
+}
+
+// dedupeNested drops paths inside another path of the sorted list (a bind of a
+// directory already covers them).
+func dedupeNested(sorted []string) []string {
+	var out []string
+	for _, p := range sorted {
+		if n := len(out); n > 0 && (p == out[n-1] || strings.HasPrefix(p, out[n-1]+string(filepath.Separator))) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// removePath removes abs (a file, a link, or a directory tree) through descriptors.
+func (s *Snapshot) removePath(abs string) error {
+	base := ""
+	for _, r := range append([]string{s.dir}, s.extra...) {
+		if strings.HasPrefix(abs, r+string(filepath.Separator)) {
+			base = r
+			break
+		}
+	}
+	if base == "" {
+		return fmt.Errorf("%s is not inside a writable root", abs)
+	}
+	rel, _ := filepath.Rel(base, abs)
+	elems := strings.Split(rel, string(filepath.Separator))
+	fd, err := unix.Open(base, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	for _, e := range elems[:len(elems)-1] {
+		next, err := openDir(fd, e)
+		unix.Close(fd)
+		if err != nil {
+			return fmt.Errorf("opening %s: %w", e, err)
+		}
+		fd = next
+	}
+	defer unix.Close(fd)
+	return removeAt(fd, elems[len(elems)-1], 0)
+}
+
+// removeAt removes name under fd, recursing into directories without following links.
+func removeAt(fd int, name string, depth int) error {
+	err := unix.Unlinkat(fd, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	if depth > 4096 {
+		return errors.New("directory tree too deep to remove")
+	}
+	cfd, err := openDir(fd, name)
+	if err != nil {
+		return err
+	}
+	w := &dirWalker{buf: make([]byte, 16<<10)}
+	var names []string
+	err = w.entries(cfd, func(n string, _ uint8, _ uint64) { names = append(names, n) })
+	for _, n := range names {
+		if rerr := removeAt(cfd, n, depth+1); rerr != nil && err == nil {
+			err = rerr
+		}
+	}
+	unix.Close(cfd)
+	if err != nil {
+		return err
+	}
+	if err := unix.Unlinkat(fd, name, unix.AT_REMOVEDIR); err != nil && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,228 @@
+package protect
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tree builds files (path → content; a trailing "/" makes a directory, "->x" a link).
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, c := range files {
+		full := filepath.Join(dir, filepath.FromSlash(p))
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		switch {
+		case strings.HasSuffix(p, "/"):
+			err = os.MkdirAll(full, 0o755)
+		case strings.HasPrefix(c, "->"):
+			err = os.Symlink(strings.TrimPrefix(c, "->"), full)
+		default:
+			err = os.WriteFile(full, []byte(c), 0o644)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+func rels(dir string, abs []string) []string {
+	var out []string
+	for _, a := range abs {
+		r, _ := filepath.Rel(dir, a)
+		out = append(out, filepath.ToSlash(r))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func TestScanFindsWhatBashMustNotChange(t *testing.T) {
+	dir := tree(t, map[string]string{
+		".git/config": "[core]\n", ".git/HEAD": "ref: refs/heads/main\n", ".mcp.json": "{}", ".VSCode/settings.json": "{}",
+		".agents/tools/main/x.json": "{}", ".agents/skills/s.md": "s", "src/main.go": "package main",
+		"vendor/lib/.git/config": "x", "a/b/c/.GIT/HEAD": "x", "src/.vscode/settings.json": "{}",
+		"node_modules/p/.gitattributes": "* text", ".claude": "->shared/claude", "shared/claude/settings.json": "{}",
+		".config/mise/config.toml": "x", "README.md": "r", "node_modules/q/.git/HEAD": "x", "node_modules/q/.vscode/x": "x",
+		"pkgs/web/.config/mise.toml": "x", "node_modules/.agents/tools/x": "x",
+	})
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Inside node_modules only .git counts (packages ship .gitattributes and .vscode).
+	want := []string{".VSCode", ".agents/tools", ".config/mise", ".git", ".mcp.json", "a/b/c/.GIT", "node_modules/q/.git",
+		"pkgs/web/.config/mise.toml", "shared/claude", "src/.vscode", "vendor/lib/.git"}
+	if got := rels(dir, s.ReadOnlyPaths()); !slices.Equal(got, want) {
+		t.Errorf("read-only paths = %v\nwant %v", got, want)
+	}
+	// Nothing changed: nothing to report.
+	if ch, err := s.Changes(); err != nil || len(ch) != 0 {
+		t.Errorf("changes of an untouched workspace = %v, %v", ch, err)
+	}
+}
+
+func TestChangesAndRemove(t *testing.T) {
+	dir := tree(t, map[string]string{".git/config": "x", ".envrc": "old", "src/a.go": "a", ".vscode": "->vs"})
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put := func(p, c string) {
+		full := filepath.Join(dir, p)
+		os.MkdirAll(filepath.Dir(full), 0o755)
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What a command might do: plant harness configs, a repository in a new directory, a
+	// hook hidden in a directory it then makes unreadable, replace a protected file, and
+	// fill the target of a dangling protected link.
+	put(".mcp.json", `{"mcpServers":{"x":{"command":"sh"}}}`)
+	put(".CLAUDE/settings.json", "{}")
+	put("deep/er/.git/config", "[core]\nfsmonitor = evil\n")
+	put("hidden/x/.git/hooks/pre-commit", "evil")
+	os.Chmod(filepath.Join(dir, "hidden", "x"), 0)
+	os.Rename(filepath.Join(dir, ".envrc"), filepath.Join(dir, "old-envrc"))
+	put(".envrc", "evil")
+	put("vs/tasks.json", "{}")
+	put("src/b.go", "b") // an ordinary change stays
+	ch, err := s.Changes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, c := range ch {
+		got = append(got, c.Path)
+	}
+	want := []string{".CLAUDE", ".envrc", ".mcp.json", "deep/er/.git", "hidden/x/.git", "vs"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes = %v; want %v", got, want)
+	}
+	for _, c := range ch {
+		if c.Created == (c.Path == ".envrc") {
+			t.Errorf("%s: created = %v", c.Path, c.Created)
+		}
+	}
+	s.Remove(ch)
+	for _, c := range ch {
+		if !c.Removed || c.Err != nil {
+			t.Errorf("%s not removed: %v", c.Path, c.Err)
+		}
+		if _, err := os.Lstat(filepath.Join(dir, c.Path)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s still there", c.Path)
+		}
+	}
+	for _, keep := range []string{"src/b.go", "old-envrc", "deep/er", "hidden/x", ".git/config", ".vscode"} {
+		if _, err := os.Lstat(filepath.Join(dir, keep)); err != nil {
+			t.Errorf("%s was removed: %v", keep, err)
+		}
+	}
+	if ch, _ := s.Changes(); len(ch) != 0 {
+		t.Errorf("changes after removal = %v", ch)
+	}
+}
+
+// A removal never follows a link: a directory swapped for a link to the outside after
+// the scan does not redirect it.
+func TestRemoveDoesNotFollowLinks(t *testing.T) {
+	dir := tree(t, map[string]string{"sub/.git/config": "x"})
+	outside := tree(t, map[string]string{".git/config": "outside"})
+	s, err := Scan(filepath.Join(dir), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.RemoveAll(filepath.Join(dir, "sub"))
+	os.Symlink(outside, filepath.Join(dir, "sub"))
+	ch := []Change{{Path: "sub/.git"}}
+	s.Remove(ch)
+	if ch[0].Removed {
+		t.Errorf("removed through a link")
+	}
+	if b, err := os.ReadFile(filepath.Join(outside, ".git", "config")); err != nil || string(b) != "outside" {
+		t.Errorf("outside file changed: %q %v", b, err)
+	}
+}
+
+// The other names of a protected file's inode are kept read-only too (a person's hard
+// link; bash cannot make one across the read-only mount).
+func TestHardLinkedProtectedFile(t *testing.T) {
+	dir := tree(t, map[string]string{".envrc": "x", ".vscode/settings.json": "{}", ".git/objects/ab/cd": "obj"})
+	if err := os.Link(filepath.Join(dir, ".envrc"), filepath.Join(dir, "notes.txt")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(filepath.Join(dir, ".vscode", "settings.json"), filepath.Join(dir, "src-settings.json")); err != nil {
+		t.Fatal(err)
+	}
+	os.Link(filepath.Join(dir, ".git", "objects", "ab", "cd"), filepath.Join(dir, "obj-copy"))
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rels(dir, s.ReadOnlyPaths())
+	for _, p := range []string{"notes.txt", "src-settings.json"} {
+		if !slices.Contains(got, p) {
+			t.Errorf("%s (a hard link of a protected file) is not read-only: %v", p, got)
+		}
+	}
+	if slices.Contains(got, "obj-copy") {
+		t.Errorf("object files are not followed, yet obj-copy is listed: %v", got)
+	}
+}
+
+// A .git file pointing at a repository directory inside the workspace, and a
+// repository's commondir, protect what they point at.
+func TestGitPointers(t *testing.T) {
+	dir := tree(t, map[string]string{".git": "gitdir: repo.git\n", "repo.git/config": "x", "repo.git/commondir": "../common.git\n",
+		"common.git/hooks/x": "h", "sub/.git/commondir": "../../shared.git", "shared.git/config": "x",
+		"elsewhere/.git": "gitdir: /nonexistent/outside\n"})
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := rels(dir, s.ReadOnlyPaths())
+	for _, p := range []string{".git", "repo.git", "common.git", "sub/.git", "shared.git"} {
+		if !slices.Contains(got, p) {
+			t.Errorf("%s is not read-only: %v", p, got)
+		}
+	}
+}
+
+func TestAliasOfTheWholeWorkspaceRefused(t *testing.T) {
+	dir := tree(t, map[string]string{".vscode": "->."})
+	if _, err := Scan(dir, nil); err == nil || !strings.Contains(err.Error(), "whole writable root") {
+		t.Errorf("Scan = %v", err)
+	}
+}
+
+func BenchmarkScan(b *testing.B) {
+	dir := b.TempDir()
+	for i := 0; i < 1000; i++ {
+		d := filepath.Join(dir, "pkg", string(rune('a'+i%26)), "m"+strings.Repeat("x", i%7), "d"+string(rune('a'+i/26)))
+		os.MkdirAll(d, 0o755)
+		for j := 0; j < 10; j++ {
+			os.WriteFile(filepath.Join(d, "f"+string(rune('a'+j))+".go"), nil, 0o644)
+		}
+	}
+	os.MkdirAll(filepath.Join(dir, ".git", "objects"), 0o755)
+	b.ResetTimer()
+	for b.Loop() {
+		s, err := Scan(dir, nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Changes(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
