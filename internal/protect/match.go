@@ -25,6 +25,53 @@ var compiledEntries = func() []compiled {
 	return out
 }()
 
+// index finds the entries whose first element a path element can match without
+// trying every entry: literal first elements through a map, the few with wildcards in a
+// list, and 8.3 short names (only elements holding a "~") against all.
+type index struct {
+	literal map[string][]*compiled
+	wild    []*compiled
+	all     []*compiled
+}
+
+var entryIndex = func() *index {
+	ix := &index{literal: map[string][]*compiled{}}
+	for i := range compiledEntries {
+		c := &compiledEntries[i]
+		ix.all = append(ix.all, c)
+		if strings.ContainsAny(c.elems[0], "*?[") {
+			ix.wild = append(ix.wild, c)
+		} else {
+			ix.literal[c.elems[0]] = append(ix.literal[c.elems[0]], c)
+		}
+	}
+	return ix
+}()
+
+// starts appends to buf every entry whose first element matches the folded element f
+// (an entry may appear twice).
+func (ix *index) starts(f string, buf []*compiled) []*compiled {
+	buf = append(buf, ix.literal[f]...)
+	for _, s := range connectSuffixes {
+		if base, ok := strings.CutSuffix(f, s); ok && base != "" {
+			buf = append(buf, ix.literal[Fold(base)]...)
+		}
+	}
+	for _, c := range ix.wild {
+		if elemMatch(c.elems[0], f) {
+			buf = append(buf, c)
+		}
+	}
+	if strings.IndexByte(f, '~') >= 0 {
+		for _, c := range ix.all {
+			if shortNameMatch(c.elems[0], f) {
+				buf = append(buf, c)
+			}
+		}
+	}
+	return buf
+}
+
 // Match reports whether the clean, workspace-relative slash path rel is protected, and
 // returns the protected path it lies in (its shortest protected prefix, spelt as in rel),
 // which a grant must name or lie inside. "." and "" are not protected: the workspace as
@@ -39,14 +86,17 @@ func Match(rel string) (root string, ok bool) {
 	for i, e := range elems {
 		folded[i] = Fold(e)
 	}
+	var buf []*compiled
 	for i := range elems {
-		for _, c := range compiledEntries {
-			if c.RootOnly && i != 0 {
-				continue
+		n := 0
+		buf = entryIndex.starts(folded[i], buf[:0])
+		for _, c := range buf {
+			if (!c.RootOnly || i == 0) && c.matchAt(folded, i) && (n == 0 || len(c.elems) < n) {
+				n = len(c.elems)
 			}
-			if c.matchAt(folded, i) {
-				return strings.Join(elems[:i+len(c.elems)], "/"), true
-			}
+		}
+		if n > 0 {
+			return strings.Join(elems[:i+n], "/"), true
 		}
 	}
 	return "", false
@@ -88,6 +138,9 @@ func elemMatch(pat, elem string) bool {
 func globMatch(pat, elem string) bool {
 	if !strings.ContainsAny(pat, "*?[") {
 		return pat == elem
+	}
+	if lit := pat[1:]; pat[0] == '*' && !strings.ContainsAny(lit, "*?[") {
+		return strings.HasSuffix(elem, lit) // "*.code-workspace", without path.Match's cost
 	}
 	ok, _ := path.Match(pat, elem)
 	return ok

@@ -158,10 +158,12 @@ type partial struct {
 	k int
 }
 
-// scope is what a directory's entries are matched against: the entries that may start
-// there and the partial matches continuing from above. pkg is set inside node_modules.
+// scope is what a directory's entries are matched against: partial matches continuing
+// from above, and which entries may start there (all at the root; below it those not
+// RootOnly, and inside node_modules only the InPackages ones).
 type scope struct {
 	parts []partial
+	root  bool
 	pkg   bool
 }
 
@@ -173,12 +175,9 @@ func (s *Snapshot) walk(found func(dirfd int, abs string, st *unix.Statx_t)) err
 		return fmt.Errorf("opening the workspace: %w", err)
 	}
 	defer unix.Close(fd)
-	var top scope
-	for i := range compiledEntries {
-		top.parts = append(top.parts, partial{&compiledEntries[i], 0})
-	}
 	w := &dirWalker{buf: make([]byte, 64<<10)}
-	return w.dir(fd, s.dir, top, func(dirfd int, abs, name string, typ uint8, _ uint64, sc scope) (bool, scope) {
+	var starts []*compiled
+	return w.dir(fd, s.dir, scope{root: true}, func(dirfd int, parent, name string, typ uint8, _ uint64, sc scope) (bool, scope) {
 		f := Fold(name)
 		var next []partial
 		hit := false
@@ -192,25 +191,30 @@ func (s *Snapshot) walk(found func(dirfd int, abs string, st *unix.Statx_t)) err
 				next = append(next, partial{p.c, p.k + 1})
 			}
 		}
+		starts = entryIndex.starts(f, starts[:0])
+		for _, c := range starts {
+			if !sc.root && (c.RootOnly || (sc.pkg && !c.InPackages)) {
+				continue
+			}
+			if len(c.elems) == 1 {
+				hit = true
+			} else {
+				next = append(next, partial{c, 1})
+			}
+		}
 		if hit || (typ == unix.DT_LNK && len(next) > 0) {
 			// A protected path, or a link standing where one's parent should be (an
 			// intermediate link of a multi-element entry counts as protected itself).
 			var st unix.Statx_t
 			if err := unix.Statx(dirfd, name, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_TYPE|unix.STATX_INO|unix.STATX_BTIME|unix.STATX_NLINK, &st); err == nil {
-				found(dirfd, abs, &st)
+				found(dirfd, filepath.Join(parent, name), &st)
 			}
 			return false, scope{}
 		}
 		if typ != unix.DT_DIR {
 			return false, scope{}
 		}
-		pkg := sc.pkg || f == "node_modules"
-		for i := range compiledEntries {
-			if c := &compiledEntries[i]; !c.RootOnly && (!pkg || c.InPackages) {
-				next = append(next, partial{c, 0})
-			}
-		}
-		return true, scope{next, pkg}
+		return true, scope{parts: next, pkg: sc.pkg || f == "node_modules"}
 	})
 }
 
@@ -220,9 +224,9 @@ type dirWalker struct {
 	buf []byte
 }
 
-// visitFunc decides for one entry whether to descend (only directories are) and with
-// which scope.
-type visitFunc func(dirfd int, abs, name string, typ uint8, ino uint64, sc scope) (bool, scope)
+// visitFunc decides for one entry (name in the directory dirfd at parent) whether to
+// descend (only directories are) and with which scope.
+type visitFunc func(dirfd int, parent, name string, typ uint8, ino uint64, sc scope) (bool, scope)
 
 // dir lists the directory fd (at abs) and visits its entries. Directories are opened
 // relative to their parent with O_NOFOLLOW, so the walk never follows a link. An
@@ -242,7 +246,7 @@ func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
 			}
 			typ = dtOf(st.Mode)
 		}
-		if descend, next := visit(fd, filepath.Join(abs, name), name, typ, ino, sc); descend {
+		if descend, next := visit(fd, abs, name, typ, ino, sc); descend {
 			subs = append(subs, sub{name, next})
 		}
 	})
@@ -387,7 +391,7 @@ func (s *Snapshot) noteLinks(dirfd int, abs string, st *unix.Statx_t, links map[
 		}
 		defer unix.Close(fd)
 		w := &dirWalker{buf: make([]byte, 16<<10)}
-		_ = w.dir(fd, abs, scope{}, func(pfd int, p, name string, typ uint8, _ uint64, _ scope) (bool, scope) {
+		_ = w.dir(fd, abs, scope{}, func(pfd int, _, name string, typ uint8, _ uint64, _ scope) (bool, scope) {
 			switch typ {
 			case unix.DT_DIR:
 				return name != "objects", scope{}
@@ -416,7 +420,11 @@ func (s *Snapshot) walkInodes(links map[[2]uint64]bool) error {
 	}
 	defer unix.Close(fd)
 	w := &dirWalker{buf: make([]byte, 64<<10)}
-	return w.dir(fd, s.dir, scope{}, func(dirfd int, abs, _ string, typ uint8, ino uint64, _ scope) (bool, scope) {
+	return w.dir(fd, s.dir, scope{}, func(dirfd int, parent, name string, typ uint8, ino uint64, _ scope) (bool, scope) {
+		if typ != unix.DT_DIR && !(typ == unix.DT_REG && inos[ino]) {
+			return false, scope{}
+		}
+		abs := filepath.Join(parent, name)
 		if _, protected := s.roots[abs]; protected {
 			return false, scope{}
 		}
@@ -426,7 +434,7 @@ func (s *Snapshot) walkInodes(links map[[2]uint64]bool) error {
 		case unix.DT_REG:
 			if inos[ino] {
 				var st unix.Stat_t
-				if unix.Fstatat(dirfd, filepath.Base(abs), &st, unix.AT_SYMLINK_NOFOLLOW) == nil && links[[2]uint64{uint64(st.Dev), st.Ino}] {
+				if unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && links[[2]uint64{uint64(st.Dev), st.Ino}] {
 					s.binds = append(s.binds, abs)
 				}
 			}
