@@ -274,7 +274,7 @@ func describe(c sandbox.Capabilities, o Options) string {
 	if internet {
 		net = "network allowed"
 	}
-	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
+	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, protected paths (.git, harness, editor and shell configuration such as .mcp.json, .claude, .vscode, .envrc) read-only, and any the command creates removed when it ends (the call is then refused with protected_path_changed), no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
 		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, fileCap>>20, sandbox.DefaultMaxOpenFiles)
 }
 
