@@ -1,6 +1,8 @@
 package protect
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -96,4 +98,27 @@ func FuzzMatch(f *testing.F) {
 			t.Errorf("Match(%q) root %q is not protected", p, root)
 		}
 	})
+}
+
+// docs/toolgate-mcp.md lists every entry (as `name`), so the list and its
+// documentation cannot drift apart.
+func TestEntriesDocumented(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "docs", "toolgate-mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	i := strings.Index(doc, "### Protected paths")
+	if i < 0 {
+		t.Fatal("docs/toolgate-mcp.md has no Protected paths section")
+	}
+	section := doc[i:]
+	if j := strings.Index(section[4:], "\n## "); j >= 0 {
+		section = section[:j+4]
+	}
+	for _, e := range Entries {
+		if !strings.Contains(section, "`"+e.Name+"`") {
+			t.Errorf("%s is not listed in docs/toolgate-mcp.md#protected-paths", e.Name)
+		}
+	}
 }
