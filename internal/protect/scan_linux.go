@@ -254,7 +254,7 @@ func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
 		return fmt.Errorf("reading %s: %w", abs, err)
 	}
 	for _, d := range subs {
-		cfd, err := openDir(fd, d.name)
+		cfd, restore, err := openDir(fd, d.name)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			continue // gone, or swapped for something else, since it was listed
 		}
@@ -265,6 +265,7 @@ func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
 			return fmt.Errorf("opening %s: %w", filepath.Join(abs, d.name), err)
 		}
 		err = w.dir(cfd, filepath.Join(abs, d.name), d.sc, visit)
+		restore()
 		unix.Close(cfd)
 		if err != nil {
 			return err
@@ -273,23 +274,32 @@ func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
 	return nil
 }
 
-// openDir opens the directory name under fd without following a link; one without
-// search or read permission but owned by this process's user gets u+rx first (a
-// command may chmod 000 a directory to hide what it made there).
-func openDir(fd int, name string) (int, error) {
+// openDir opens the directory name under fd without following a link. One without
+// read or search permission but owned by this process's user (a command may chmod 000
+// a directory to hide what it made there) is given u+rwx for the moment of opening;
+// restore puts its mode back, and must be called once the caller is done with it.
+func openDir(fd int, name string) (dfd int, restore func(), err error) {
 	const flags = unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC
-	cfd, err := unix.Openat(fd, name, flags, 0)
+	nothing := func() {}
+	dfd, err = unix.Openat(fd, name, flags, 0)
 	if !errors.Is(err, unix.EACCES) {
-		return cfd, err
+		return dfd, nothing, err
 	}
 	var st unix.Stat_t
 	if unix.Fstatat(fd, name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || int(st.Uid) != os.Getuid() || st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return -1, err
+		return -1, nothing, err
 	}
-	if err := unix.Fchmodat(fd, name, st.Mode&0o7777|0o700, 0); err != nil {
-		return -1, err
+	mode := st.Mode & 0o7777
+	if err := unix.Fchmodat(fd, name, mode|0o700, 0); err != nil {
+		return -1, nothing, err
 	}
-	return unix.Openat(fd, name, flags, 0)
+	// Through the opened descriptor, so a rename meanwhile cannot aim the chmod elsewhere.
+	dfd, err = unix.Openat(fd, name, flags, 0)
+	if err != nil {
+		_ = unix.Fchmodat(fd, name, mode, 0)
+		return -1, nothing, err
+	}
+	return dfd, func() { _ = unix.Fchmod(dfd, mode) }, nil
 }
 
 // entries calls fn for every entry of the directory fd except "." and "..".
@@ -385,11 +395,12 @@ func (s *Snapshot) noteLinks(dirfd int, abs string, st *unix.Statx_t, links map[
 			links[[2]uint64{dev, st.Ino}] = true
 		}
 	case unix.S_IFDIR:
-		fd, err := openDir(dirfd, filepath.Base(abs))
+		fd, restore, err := openDir(dirfd, filepath.Base(abs))
 		if err != nil {
 			return
 		}
 		defer unix.Close(fd)
+		defer restore()
 		w := &dirWalker{buf: make([]byte, 16<<10)}
 		_ = w.dir(fd, abs, scope{}, func(pfd int, _, name string, typ uint8, _ uint64, _ scope) (bool, scope) {
 			switch typ {
@@ -538,15 +549,28 @@ func (s *Snapshot) removePath(abs string) error {
 	if err != nil {
 		return err
 	}
+	// Modes are put back (through the descriptors) before those are closed.
+	var fds []int
+	defer func() {
+		for _, f := range fds {
+			unix.Close(f)
+		}
+	}()
+	var restores []func()
+	defer func() {
+		for i := len(restores) - 1; i >= 0; i-- {
+			restores[i]()
+		}
+	}()
+	fds = append(fds, fd)
 	for _, e := range elems[:len(elems)-1] {
-		next, err := openDir(fd, e)
-		unix.Close(fd)
+		next, restore, err := openDir(fd, e)
 		if err != nil {
 			return fmt.Errorf("opening %s: %w", e, err)
 		}
+		fds, restores = append(fds, next), append(restores, restore)
 		fd = next
 	}
-	defer unix.Close(fd)
 	return removeAt(fd, elems[len(elems)-1], 0)
 }
 
@@ -562,7 +586,7 @@ func removeAt(fd int, name string, depth int) error {
 	if depth > 4096 {
 		return errors.New("directory tree too deep to remove")
 	}
-	cfd, err := openDir(fd, name)
+	cfd, _, err := openDir(fd, name) // removed below: no mode to put back
 	if err != nil {
 		return err
 	}

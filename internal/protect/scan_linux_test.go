@@ -4,9 +4,11 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -205,6 +207,18 @@ func TestAliasOfTheWholeWorkspaceRefused(t *testing.T) {
 	}
 }
 
+// Link loops among protected names end (a bounded number of hops) instead of hanging.
+func TestAliasLoops(t *testing.T) {
+	dir := tree(t, map[string]string{".vscode": "->.vscode", ".claude": "->loop-a", "loop-a": "->.claude"})
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ch, err := s.Changes(); err != nil || len(ch) != 0 {
+		t.Errorf("changes = %v, %v", ch, err)
+	}
+}
+
 func BenchmarkScan(b *testing.B) {
 	dir := b.TempDir()
 	for i := 0; i < 1000; i++ {
@@ -224,5 +238,82 @@ func BenchmarkScan(b *testing.B) {
 		if _, err := s.Changes(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// As an unprivileged user (toolgate should not run as root), a command can chmod 000 a
+// directory to hide a repository it made there from the check; the check reads it
+// anyway (the directory is the user's own) and puts its mode back. Run as root, the
+// test re-runs itself as nobody.
+func TestHiddenUnderUnreadableDirectory(t *testing.T) {
+	if os.Getuid() == 0 {
+		if os.Getenv("TOOLGATE_PROTECT_CHILD") != "" {
+			t.Fatal("still root in the child")
+		}
+		dir, err := os.MkdirTemp("", "toolgate-protect-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		exe, _ := os.Executable()
+		data, err := os.ReadFile(exe)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bin := filepath.Join(dir, "protect.test")
+		os.WriteFile(bin, data, 0o755)
+		ws := filepath.Join(dir, "ws")
+		os.Mkdir(ws, 0o755)
+		for _, p := range []string{dir, ws} {
+			os.Chmod(p, 0o755)
+		}
+		if err := os.Chown(ws, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, "-test.run=^TestHiddenUnderUnreadableDirectory$", "-test.v", "-test.count=1")
+		cmd.Dir = "/"
+		cmd.Env = append(os.Environ(), "TOOLGATE_PROTECT_CHILD="+ws)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+		out, err := cmd.CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "--- PASS: TestHiddenUnderUnreadableDirectory") {
+			t.Fatalf("as nobody: %v\n%s", err, out)
+		}
+		return
+	}
+	dir := os.Getenv("TOOLGATE_PROTECT_CHILD")
+	if dir == "" {
+		dir = tree(t, map[string]string{})
+	}
+	os.MkdirAll(filepath.Join(dir, "perm", "keep"), 0o755)
+	os.Chmod(filepath.Join(dir, "perm"), 0)
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Lstat(filepath.Join(dir, "perm")); err != nil || fi.Mode().Perm() != 0 {
+		t.Errorf("the scan changed perm's mode: %v %v", fi.Mode(), err)
+	}
+	os.MkdirAll(filepath.Join(dir, "hidden", "x", ".git", "hooks"), 0o755)
+	os.WriteFile(filepath.Join(dir, "hidden", "x", ".git", "config"), []byte("[core]\n\tfsmonitor = evil\n"), 0o644)
+	os.Chmod(filepath.Join(dir, "hidden", "x"), 0)
+	os.Chmod(filepath.Join(dir, "hidden"), 0o100)
+	ch, err := s.Changes()
+	if err != nil || len(ch) != 1 || ch[0].Path != "hidden/x/.git" {
+		t.Fatalf("changes = %v, %v", ch, err)
+	}
+	for p, want := range map[string]fs.FileMode{"hidden": 0o100, "hidden/x": 0} {
+		if fi, err := os.Lstat(filepath.Join(dir, p)); err != nil || fi.Mode().Perm() != want {
+			t.Errorf("%s mode = %v, %v; want %v", p, fi.Mode(), err, want)
+		}
+	}
+	s.Remove(ch)
+	if !ch[0].Removed {
+		t.Fatalf("not removed: %v", ch[0].Err)
+	}
+	os.Chmod(filepath.Join(dir, "hidden"), 0o755)
+	os.Chmod(filepath.Join(dir, "hidden", "x"), 0o755)
+	os.Chmod(filepath.Join(dir, "perm"), 0o755)
+	if _, err := os.Lstat(filepath.Join(dir, "hidden", "x", ".git")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf(".git still there: %v", err)
 	}
 }

@@ -134,10 +134,12 @@ func TestProtectedLinksAndHardLinks(t *testing.T) {
 	}
 	tool := bashTool(t, ws, shelltool.Options{})
 	_, err := call(t, tool, map[string]any{"command": `echo evil >> shared/claude/settings.json; echo evil >> notes.json
+ln .mcp.json hl 2>/dev/null && echo evil >> hl; ln -s .mcp.json sl && echo evil >> sl
 mkdir vs && echo '{}' > vs/tasks.json; echo done`})
 	if codeOf(err) != kernel.CodeProtectedPathChanged || !strings.Contains(err.Error(), "vs (created, removed)") {
 		t.Fatalf("err = %v", err)
 	}
+	absent(t, ws.Dir(), "hl") // link(2) across the read-only mount fails (EXDEV)
 	unchanged(t, ws.Dir(), map[string]string{"shared/claude/settings.json": "{}\n", ".mcp.json": "{}\n"})
 	absent(t, ws.Dir(), "vs")
 	if l, err := os.Readlink(filepath.Join(ws.Dir(), ".vscode")); err != nil || l != "vs" {
