@@ -15,7 +15,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -532,17 +531,8 @@ func TestAttackReadFileThroughHardLink(t *testing.T) {
 func TestAttackPatchSlipsProtectedFileUnderDirectoryGrant(t *testing.T) {
 	w := newWorld(t)
 	w.start(t).session.Close() // creates the data directory and the default grants
-	ctx := context.Background()
-	a, err := app.Open(ctx, app.Options{DataDir: w.data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Store().AddGrant(ctx, policy.Grant{Principal: "default", Tool: "local.patch_file", Action: "write",
+	w.grant(t, policy.Grant{Principal: "default", Tool: "local.patch_file", Action: "write",
 		Resource: "path:src/", Effect: policy.Allow, Note: "edit src"})
-	a.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := w.start(t)
 	s.refused(pPatch, map[string]any{"patch": "--- /dev/null\n+++ b/src/sub/a.go\n@@ -0,0 +1 @@\n+package sub\n" +
 		"--- /dev/null\n+++ b/src/sub/.gitattributes\n@@ -0,0 +1 @@\n+* filter=evil\n"}, "protected_path")

@@ -6,6 +6,17 @@ import (
 	"strings"
 )
 
+// Change is a protected path a confined command created or replaced (Snapshot.Changes).
+type Change struct {
+	// Path is relative to the workspace when inside it, else absolute.
+	Path string
+	// Created is true when nothing was there before the call; else it was replaced.
+	Created bool
+	// Removed says whether toolgate removed it; Err says why not.
+	Removed bool
+	Err     error
+}
+
 // maxPointerBytes bounds a .git file or commondir file read for its pointer.
 const maxPointerBytes = 4096
 

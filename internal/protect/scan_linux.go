@@ -41,24 +41,14 @@ type Snapshot struct {
 	err   error // an alias that cannot be protected
 }
 
-// Change is a protected path a call created or replaced.
-type Change struct {
-	// Path is relative to the workspace when inside it, else absolute.
-	Path string
-	// Created is true when nothing was there before the call; else it was replaced.
-	Created bool
-	// Removed says whether toolgate removed it; Err says why not.
-	Removed bool
-	Err     error
-}
-
 // Scan finds the protected paths of the workspace dir (absolute, links resolved) that
 // bash must not change: every entry of the list where Match finds it (a symbolic link
 // standing for the first elements of a multi-element entry counts as protected itself),
-// except that inside node_modules only the InPackages entries (.git) count; the targets inside a writable root (dir or extra) of protected
-// symbolic links, .git files (gitdir:) and commondir files, and the other names inside
-// the workspace of protected files that have several hard links. ReadOnlyPaths says what
-// to mount; Changes, after the call, what it left.
+// except that inside node_modules only the InPackages entries (.git) count; the targets
+// inside a writable root (dir or extra) of protected symbolic links, .git files
+// (gitdir:) and commondir files; and the other names inside the workspace of protected
+// files that have several hard links. ReadOnlyPaths says what to mount; Changes, after
+// the call, what it left.
 func Scan(dir string, extra []string) (*Snapshot, error) {
 	s := &Snapshot{dir: filepath.Clean(dir), roots: map[string]ident{}, alias: map[string]*ident{}}
 	for _, e := range extra {

@@ -7,14 +7,6 @@ import "errors"
 // Snapshot is unavailable off Linux, where bash never runs (the sandbox refuses).
 type Snapshot struct{}
 
-// Change is a protected path a call created or replaced.
-type Change struct {
-	Path    string
-	Created bool
-	Removed bool
-	Err     error
-}
-
 // Scan refuses off Linux.
 func Scan(dir string, extra []string) (*Snapshot, error) {
 	return nil, errors.New("protecting paths from confined commands needs Linux")
