@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"unsafe"
@@ -111,13 +112,16 @@ func (s *Snapshot) Changes() ([]Change, error) {
 		}
 	})
 	for a, before := range s.alias {
+		if _, root := s.roots[a]; root {
+			continue // a protected path itself, checked above
+		}
 		now := lstatIdent(a)
 		if now != nil && (before == nil || *before != *now) {
 			out = append(out, Change{Path: s.rel(a), Created: before == nil})
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	return out, err
+	return slices.CompactFunc(out, func(a, b Change) bool { return a.Path == b.Path }), err
 }
 
 // Remove removes what changes name, each through directory descriptors opened without
@@ -456,8 +460,8 @@ func (s *Snapshot) aliasesOf(abs string) []string {
 			return
 		}
 		for _, r := range append([]string{s.dir}, s.extra...) {
-			if p == r || strings.HasPrefix(r, p+string(filepath.Separator)) {
-				s.err = fmt.Errorf("protected path %s points at %s, which holds a whole writable root; it cannot be kept read-only", rel, p)
+			if p == r {
+				s.err = fmt.Errorf("protected path %s points at %s, a whole writable root; it cannot be kept read-only", rel, p)
 				return
 			}
 		}

@@ -168,7 +168,7 @@ const maxListedChanges = 20
 
 func (e *ProtectedChangeError) describe() string {
 	if len(e.Changes) == 0 {
-		return fmt.Sprintf("the workspace could not be checked for protected paths after the command (%v); its result is withheld", e.ScanErr)
+		return fmt.Sprintf("the workspace could not be checked for protected paths after the command (%v), so whether it left one is not known", e.ScanErr)
 	}
 	var parts []string
 	for i, c := range e.Changes {
