@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 )
 
 // Change is a protected path a confined command created or replaced (Snapshot.Changes).
@@ -49,13 +50,17 @@ func join(dir, p string) string {
 }
 
 // pointer reads a small pointer file (a .git file, commondir) and returns its value:
-// the text after prefix on its first line.
+// the text after prefix on its first line. Only a regular file is read, opened without
+// blocking (a FIFO planted as commondir must not hang the caller) or following a link.
 func pointer(p, prefix string) string {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return ""
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	}
 	b := make([]byte, maxPointerBytes)
 	n, _ := f.Read(b)
 	line, _, _ := strings.Cut(string(b[:n]), "\n")

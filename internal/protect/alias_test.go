@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 )
 
@@ -40,5 +41,21 @@ func TestUnder(t *testing.T) {
 		if got := Under(c.rel, c.root); got != c.want {
 			t.Errorf("Under(%q, %q) = %v", c.rel, c.root, got)
 		}
+	}
+}
+
+// A FIFO where a pointer file should be is not read (opening it would block until a
+// writer came): the check returns at once.
+func TestPointerFIFONeverBlocks(t *testing.T) {
+	dir, _ := filepath.EvalSymlinks(t.TempDir())
+	os.MkdirAll(filepath.Join(dir, ".git"), 0o755)
+	if err := syscall.Mkfifo(filepath.Join(dir, ".git", "commondir"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo.git"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := RootAliases(dir); err != nil || len(got) != 0 {
+		t.Errorf("RootAliases = %v, %v", got, err)
 	}
 }
