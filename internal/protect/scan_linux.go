@@ -139,6 +139,10 @@ func (s *Snapshot) Remove(changes []Change) {
 	}
 }
 
+// unremovedSuffix is appended to what could not be removed (a tree too deep, a
+// directory someone else owns): under that name no program reads it as configuration.
+const unremovedSuffix = ".toolgate-unremoved"
+
 func (s *Snapshot) rel(abs string) string {
 	if r, err := filepath.Rel(s.dir, abs); err == nil && r != ".." && !strings.HasPrefix(r, "../") {
 		return filepath.ToSlash(r)
@@ -169,7 +173,7 @@ func (s *Snapshot) walk(found func(dirfd int, abs string, st *unix.Statx_t)) err
 		return fmt.Errorf("opening the workspace: %w", err)
 	}
 	defer unix.Close(fd)
-	w := &dirWalker{buf: make([]byte, 64<<10)}
+	w := newWalker(s.dir, 64<<10)
 	var starts []*compiled
 	return w.dir(fd, s.dir, scope{root: true}, func(dirfd int, parent, name string, typ uint8, _ uint64, sc scope) (bool, scope) {
 		f := Fold(name)
@@ -212,10 +216,20 @@ func (s *Snapshot) walk(found func(dirfd int, abs string, st *unix.Statx_t)) err
 	})
 }
 
+// maxWalkPath bounds how far below its start a walk descends, in bytes of path: past
+// PATH_MAX no program works with a path by name (getcwd, git's discovery and editors
+// fail there), and the walk holds one descriptor per level.
+const maxWalkPath = 4096
+
 // dirWalker reads directories with getdents, which gives each entry's type and inode
 // without a stat.
 type dirWalker struct {
-	buf []byte
+	buf   []byte
+	limit int // longest absolute path descended into
+}
+
+func newWalker(start string, bufSize int) *dirWalker {
+	return &dirWalker{buf: make([]byte, bufSize), limit: len(start) + maxWalkPath}
 }
 
 // visitFunc decides for one entry (name in the directory dirfd at parent) whether to
@@ -248,6 +262,9 @@ func (w *dirWalker) dir(fd int, abs string, sc scope, visit visitFunc) error {
 		return fmt.Errorf("reading %s: %w", abs, err)
 	}
 	for _, d := range subs {
+		if len(abs)+1+len(d.name) > w.limit {
+			continue
+		}
 		cfd, restore, err := openDir(fd, d.name)
 		if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
 			continue // gone, or swapped for something else, since it was listed
@@ -395,7 +412,7 @@ func (s *Snapshot) noteLinks(dirfd int, abs string, st *unix.Statx_t, links map[
 		}
 		defer unix.Close(fd)
 		defer restore()
-		w := &dirWalker{buf: make([]byte, 16<<10)}
+		w := newWalker(s.dir, 16<<10)
 		_ = w.dir(fd, abs, scope{}, func(pfd int, _, name string, typ uint8, _ uint64, _ scope) (bool, scope) {
 			switch typ {
 			case unix.DT_DIR:
@@ -424,7 +441,7 @@ func (s *Snapshot) walkInodes(links map[[2]uint64]bool) error {
 		return fmt.Errorf("opening the workspace: %w", err)
 	}
 	defer unix.Close(fd)
-	w := &dirWalker{buf: make([]byte, 64<<10)}
+	w := newWalker(s.dir, 64<<10)
 	return w.dir(fd, s.dir, scope{}, func(dirfd int, parent, name string, typ uint8, ino uint64, _ scope) (bool, scope) {
 		if typ != unix.DT_DIR && !(typ == unix.DT_REG && inos[ino]) {
 			return false, scope{}
@@ -565,7 +582,17 @@ func (s *Snapshot) removePath(abs string) error {
 		fds, restores = append(fds, next), append(restores, restore)
 		fd = next
 	}
-	return removeAt(fd, elems[len(elems)-1], 0)
+	name := elems[len(elems)-1]
+	err = removeAt(fd, name, 0)
+	if err == nil {
+		return nil
+	}
+	// Out of the way at least, so that it no longer acts as configuration.
+	aside := fmt.Sprintf("%s%s-%d", name, unremovedSuffix, os.Getpid())
+	if rerr := unix.Renameat2(fd, name, fd, aside, unix.RENAME_NOREPLACE); rerr != nil {
+		return fmt.Errorf("%v; renaming it aside failed too: %v", err, rerr)
+	}
+	return fmt.Errorf("%v; renamed to %s", err, aside)
 }
 
 // removeAt removes name under fd, recursing into directories without following links.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // tree builds files (path → content; a trailing "/" makes a directory, "->x" a link).
@@ -322,5 +324,72 @@ func TestHiddenUnderUnreadableDirectory(t *testing.T) {
 	os.Chmod(filepath.Join(dir, "perm"), 0o755)
 	if _, err := os.Lstat(filepath.Join(dir, "hidden", "x", ".git")); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf(".git still there: %v", err)
+	}
+}
+
+// A planted tree too deep to remove is renamed aside, where it no longer acts as a
+// protected path, and the change says so.
+func TestTooDeepToRemoveIsRenamedAside(t *testing.T) {
+	dir := tree(t, map[string]string{})
+	s, err := Scan(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range append([]string{".vscode"}, slices.Repeat([]string{"d"}, 4200)...) {
+		if err := unix.Mkdirat(fd, name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		next, err := unix.Openat(fd, name, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		unix.Close(fd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fd = next
+	}
+	unix.Close(fd)
+	ch, err := s.Changes()
+	if err != nil || len(ch) != 1 {
+		t.Fatalf("changes = %v, %v", ch, err)
+	}
+	s.Remove(ch)
+	if ch[0].Removed || ch[0].Err == nil || !strings.Contains(ch[0].Err.Error(), "renamed to") {
+		t.Errorf("change = %+v", ch[0])
+	}
+	if _, err := os.Lstat(filepath.Join(dir, ".vscode")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf(".vscode is still there")
+	}
+	if ch, _ := s.Changes(); len(ch) != 0 {
+		t.Errorf("the renamed tree still counts: %v", ch)
+	}
+	// t.TempDir cannot remove a tree that deep by path; take it down from the inside.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.Contains(e.Name(), unremovedSuffix) {
+			removeDeep(t, dir, e.Name())
+		}
+	}
+}
+
+func removeDeep(t *testing.T, dir, name string) {
+	t.Helper()
+	var fds []int
+	fd, _ := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fds = append(fds, fd)
+	names := []string{name}
+	for {
+		next, err := unix.Openat(fd, names[len(names)-1], unix.O_RDONLY|unix.O_DIRECTORY, 0)
+		if err != nil {
+			break
+		}
+		fds, fd = append(fds, next), next
+		names = append(names, "d")
+	}
+	for i := len(fds) - 1; i >= 0; i-- {
+		unix.Unlinkat(fds[i], names[i], unix.AT_REMOVEDIR)
+		unix.Close(fds[i])
 	}
 }
