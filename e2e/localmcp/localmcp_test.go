@@ -80,6 +80,21 @@ func (w *world) unchanged(t *testing.T) {
 	}
 }
 
+// grant adds g to the world's data directory (which a start has created).
+func (w *world) grant(t *testing.T, g policy.Grant) {
+	t.Helper()
+	ctx := context.Background()
+	a, err := app.Open(ctx, app.Options{DataDir: w.data})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = a.Store().AddGrant(ctx, g)
+	a.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
 func (w *world) start(t *testing.T, extra ...string) *server {
 	return start(t, append([]string{"--workspace", w.ws, "--database-dir", w.data}, extra...)...)
 }
@@ -236,17 +251,8 @@ func TestProtectedPathsNeedANamingGrant(t *testing.T) {
 		t.Errorf(".git/config changed: %q", b)
 	}
 	// A grant naming the hook allows exactly it.
-	ctx := context.Background()
-	a, err := app.Open(ctx, app.Options{DataDir: w.data})
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = a.Store().AddGrant(ctx, policy.Grant{Principal: "default", Tool: "local.write_file", Action: "write",
+	w.grant(t, policy.Grant{Principal: "default", Tool: "local.write_file", Action: "write",
 		Resource: "path:.git/hooks/pre-commit", Effect: policy.Allow, Note: "e2e"})
-	a.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := w.start(t)
 	s.ok(pWrite, map[string]any{"path": ".git/hooks/pre-commit", "content": "#!/bin/sh\n"})
 	if b, _ := os.ReadFile(hook); string(b) != "#!/bin/sh\n" {

@@ -9,9 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/workspace"
 )
 
 // maxRepoEntries bounds how many entries of the repository directory the link check
@@ -137,8 +137,9 @@ func stripPath(err error) error {
 }
 
 // refuseProtectedChanges refuses a switch to commit id that would change a protected
-// path (workspace.IsProtected: .gitattributes, .gitmodules, toolgate's .agents/tools
-// and .toolgate, …). git writes the work tree outside the sandbox, so without this a
+// path (internal/protect's list: .gitattributes, .gitmodules, harness and editor
+// configuration, toolgate's .agents/tools, …, and what protected links at the root
+// point at). git writes the work tree outside the sandbox, so without this a
 // commit built with git plumbing inside bash (where .git/objects and refs are
 // writable) could land files that neither the file tools nor bash may write, such as a
 // declarative tool definition the next session would publish.
@@ -164,9 +165,13 @@ func (r *runner) refuseProtectedChanges(ctx context.Context, id string) error {
 	if res.exitCode != 0 {
 		return r.failure(argv[0], res)
 	}
+	prot, err := r.ws.Protection()
+	if err != nil {
+		return kernel.Failed(kernel.CodeToolFailed, "%v", err)
+	}
 	var hit []string
 	for _, p := range strings.Split(string(res.stdout), "\x00") {
-		if p != "" && workspace.IsProtected(p) {
+		if _, protected := prot.Root(p); p != "" && protected {
 			hit = append(hit, p)
 		}
 	}
@@ -176,6 +181,39 @@ func (r *runner) refuseProtectedChanges(ctx context.Context, id string) error {
 		}
 		return kernel.Denied(kernel.CodeProtectedPath,
 			"switching to %s would change protected files (%s); git_checkout never writes those, a person must do this switch", id, strings.Join(hit, ", "))
+	}
+	return nil
+}
+
+// refuseHardLinked refuses when a work-tree file git would read for this call has more
+// than one hard link: git_add would copy its content into the repository (where
+// git_show and git_diff then show it) and git_diff would print it, and another name of
+// its inode may be a file outside the workspace that someone else linked in, which
+// read_file refuses for the same reason. listArgs is the git command that lists the
+// files (NUL-separated, workspace-relative).
+func (r *runner) refuseHardLinked(ctx context.Context, listArgs ...string) error {
+	res, err := r.run(ctx, true, "", nil, listArgs...)
+	if err != nil {
+		return err
+	}
+	if res.exitCode != 0 {
+		return r.failure(listArgs[0], res)
+	}
+	if res.truncated {
+		return kernel.Failed(kernel.CodeToolFailed, "too many files to check for hard links; name fewer paths")
+	}
+	for _, p := range strings.Split(string(res.stdout), "\x00") {
+		if p == "" {
+			continue
+		}
+		fi, err := r.ws.Root().Lstat(p)
+		if err != nil || !fi.Mode().IsRegular() {
+			continue // deleted, or not a file git reads as content
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+			return kernel.Denied(kernel.CodePathOutsideWorkspace,
+				"%s has %d hard links; another name may be a file outside the workspace, so git does not read it", p, st.Nlink)
+		}
 	}
 	return nil
 }

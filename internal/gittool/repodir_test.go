@@ -136,3 +136,46 @@ func TestCheckoutRefusesProtectedChanges(t *testing.T) {
 	k.mustCall(t, "git_checkout", map[string]any{"ref": "plain"})
 	present(t, filepath.Join(dir, "plain.txt"))
 }
+
+// A work-tree file with another hard link (someone linked a file from outside the
+// workspace in): git_add would copy its content into the repository and git_diff would
+// print it, so both refuse, as read_file does; staged diffs and an ordinary file (the
+// control) still work.
+func TestHardLinkedFilesNotRead(t *testing.T) {
+	dir := newRepo(t)
+	outside := filepath.Join(t.TempDir(), "secret")
+	write(t, outside, "outside-secret-51c2\n")
+	if err := os.Link(outside, filepath.Join(dir, "linked.txt")); err != nil {
+		t.Fatal(err)
+	}
+	k := newKit(t, dir, gittool.Options{})
+	for _, args := range []map[string]any{{"paths": []string{"linked.txt"}}, {"paths": []string{"."}}} {
+		if out, err := k.call(t, "git_add", args); codeOf(err) != kernel.CodePathOutsideWorkspace || !strings.Contains(err.Error(), "linked.txt") {
+			t.Errorf("git_add %v = %v, %v; want path_outside_workspace", args, out, err)
+		}
+	}
+	if st := rawGit(t, dir, "status", "--porcelain"); !strings.Contains(st, "?? linked.txt") {
+		t.Errorf("linked.txt was staged: %q", st)
+	}
+	// A tracked file replaced by a hard link to the outside file.
+	tracked := filepath.Join(dir, "README.md")
+	os.Remove(tracked)
+	if err := os.Link(outside, tracked); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []map[string]any{{}, {"paths": []string{"README.md"}}, {"target": "HEAD"}} {
+		out, err := k.call(t, "git_diff", args)
+		if codeOf(err) != kernel.CodePathOutsideWorkspace || (out != nil && strings.Contains(out.Text, "outside-secret")) {
+			t.Errorf("git_diff %v = %v, %v; want path_outside_workspace", args, out, err)
+		}
+	}
+	k.mustCall(t, "git_diff", map[string]any{"staged": true})
+	// Control: once the file has one name again, both work.
+	os.Remove(outside)
+	os.Remove(filepath.Join(dir, "linked.txt"))
+	write(t, filepath.Join(dir, "plain.txt"), "plain\n")
+	if out := k.mustCall(t, "git_diff", map[string]any{}); !strings.Contains(out, "outside-secret") {
+		t.Errorf("control diff = %q", out)
+	}
+	k.mustCall(t, "git_add", map[string]any{"paths": []string{"."}})
+}

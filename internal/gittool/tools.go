@@ -127,25 +127,33 @@ func (r *runner) diffTool() *kernel.Tool {
 		}), readAnn, r.pathsAccess(kernel.ActionRead, false),
 		func(ctx context.Context, a map[string]any) (*kernel.Output, error) {
 			argv := []string{"diff", "--no-color", "--no-ext-diff", "--no-textconv", "--ignore-submodules=all"}
-			if b, _ := a["staged"].(bool); b {
+			staged, _ := a["staged"].(bool)
+			if staged {
 				argv = append(argv, "--cached")
 			}
 			if n, ok := intArg(a, "context_lines"); ok {
 				argv = append(argv, fmt.Sprintf("--unified=%d", n))
 			}
-			argv = append(argv, "--end-of-options")
+			var target []string
 			if t, ok := a["target"].(string); ok {
 				id, err := r.resolveCommit(ctx, "target", t)
 				if err != nil {
 					return nil, err
 				}
-				argv = append(argv, id)
+				target = []string{id}
 			}
 			ps, err := r.paths(stringList(a["paths"]))
 			if err != nil {
 				return nil, err
 			}
-			argv = append(append(argv, "--"), ps...)
+			if !staged {
+				// The work tree is read: check the files that differ first.
+				list := append([]string{"diff", "--name-only", "-z", "--no-renames", "--ignore-submodules=all", "--end-of-options"}, target...)
+				if err := r.refuseHardLinked(ctx, append(append(list, "--"), ps...)...); err != nil {
+					return nil, err
+				}
+			}
+			argv = append(append(append(append(argv, "--end-of-options"), target...), "--"), ps...)
 			res, err := r.run(ctx, true, "", nil, argv...)
 			if err != nil {
 				return nil, err
@@ -278,6 +286,10 @@ func (r *runner) addTool() *kernel.Tool {
 			}
 			if len(ps) == 0 {
 				return nil, kernel.Failed(kernel.CodeInvalidArguments, "paths must name at least one file")
+			}
+			// What add would stage: changed tracked files and untracked ones not ignored.
+			if err := r.refuseHardLinked(ctx, append([]string{"ls-files", "-z", "--modified", "--others", "--exclude-standard", "--"}, ps...)...); err != nil {
+				return nil, err
 			}
 			res, err := r.run(ctx, false, "", nil, append([]string{"add", "--"}, ps...)...)
 			if err != nil {

@@ -110,6 +110,10 @@ type Harness struct {
 	// text form is in PathDoc.
 	DefaultPath func() (string, error)
 	PathDoc     string
+	// ProjectFile is the workspace-relative file a project of this harness configures
+	// it with ("" when it has none). Such files start servers or hooks the next time the
+	// harness starts there, so internal/protect protects every one (a test checks it).
+	ProjectFile string
 	// StdioOnly harnesses read only command-started servers from this file.
 	StdioOnly bool
 	// NoConnect marks outputs that are not a file a harness reads from disk (the Agent

@@ -11,6 +11,8 @@ import (
 
 	"github.com/pelletier/go-toml/v2"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/toolgate/toolgate/internal/protect"
 )
 
 var (
@@ -545,5 +547,34 @@ func TestConnectRefusesFIFOAndHugeFiles(t *testing.T) {
 	}
 	if _, err := Undo(fifo, true); err == nil {
 		t.Error("undo on a fifo with no record succeeded")
+	}
+}
+
+// Every project-level file a harness reads is protected (internal/protect), and so are
+// the backup and state files connect keeps beside it (undo copies the backup back). A
+// harness whose default file lies in the current directory names it as its project
+// file, so a new harness cannot be added without the list knowing.
+func TestProjectFilesAreProtected(t *testing.T) {
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range IDs() {
+		h, _ := Lookup(id)
+		if h.DefaultPath != nil {
+			if p, err := h.DefaultPath(); err == nil {
+				if rel, err := filepath.Rel(wd, p); err == nil && !strings.HasPrefix(rel, "..") && filepath.ToSlash(rel) != h.ProjectFile {
+					t.Errorf("%s: the default file %s is in the project, but ProjectFile is %q", id, rel, h.ProjectFile)
+				}
+			}
+		}
+		if h.ProjectFile == "" {
+			continue
+		}
+		for _, p := range []string{h.ProjectFile, h.ProjectFile + BackupSuffix, h.ProjectFile + StateSuffix} {
+			if !protect.IsProtected(p) {
+				t.Errorf("%s: %s is not protected", id, p)
+			}
+		}
 	}
 }

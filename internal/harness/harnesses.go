@@ -154,7 +154,7 @@ var claudeRule = NameRule{
 var (
 	_ = register(jsonKind(&Harness{
 		ID: "claude-code", Title: "Claude Code", FileName: ".mcp.json", Format: FormatJSON,
-		DefaultPath: cwdPath(".mcp.json"), PathDoc: "./.mcp.json (project scope)",
+		DefaultPath: cwdPath(".mcp.json"), ProjectFile: ".mcp.json", PathDoc: "./.mcp.json (project scope)",
 		Names: claudeRule,
 		launch: func(argv []string, file string, s Server) (Launch, error) {
 			// One argument: --mcp-config is variadic and would swallow a following prompt.
@@ -194,7 +194,7 @@ var (
 
 	_ = register(jsonKind(&Harness{
 		ID: "cursor", Title: "Cursor", FileName: "mcp.json", Format: FormatJSON,
-		DefaultPath: homePath(".cursor", "mcp.json"), PathDoc: "~/.cursor/mcp.json (global; a project uses .cursor/mcp.json)",
+		DefaultPath: homePath(".cursor", "mcp.json"), ProjectFile: ".cursor/mcp.json", PathDoc: "~/.cursor/mcp.json (global; a project uses .cursor/mcp.json)",
 		Names: NameRule{
 			Display: func(_, tool string) string { return tool },
 			// Cursor filters out a tool whose server name plus tool name reaches 60
@@ -207,7 +207,7 @@ var (
 
 	_ = register(jsonKind(&Harness{
 		ID: "gemini", Title: "Gemini CLI", FileName: "settings.json", Format: FormatJSONC,
-		DefaultPath: homePath(".gemini", "settings.json"), PathDoc: "~/.gemini/settings.json (a project uses .gemini/settings.json)",
+		DefaultPath: homePath(".gemini", "settings.json"), ProjectFile: ".gemini/settings.json", PathDoc: "~/.gemini/settings.json (a project uses .gemini/settings.json)",
 		Names: NameRule{
 			Display: geminiName, MaxLen: 63,
 			Summary: "mcp_<server>_<tool>, characters outside [A-Za-z0-9_.:-] shown as '_', longer than 63 characters is cut in the middle with \"...\"",
@@ -220,7 +220,7 @@ var (
 
 	_ = register(jsonKind(&Harness{
 		ID: "vscode", Title: "VS Code", FileName: "mcp.json", Format: FormatJSONC,
-		DefaultPath: cwdPath(".vscode", "mcp.json"), PathDoc: "./.vscode/mcp.json (workspace)",
+		DefaultPath: cwdPath(".vscode", "mcp.json"), ProjectFile: ".vscode/mcp.json", PathDoc: "./.vscode/mcp.json (workspace)",
 		Names: NameRule{
 			Display: func(server, tool string) string { return "mcp_" + sanitize(server) + "_" + tool },
 			MaxLen:  64, Chars: isSafe,
@@ -235,7 +235,7 @@ var (
 
 	_ = register(jsonKind(&Harness{
 		ID: "opencode", Title: "opencode", FileName: "opencode.json", Format: FormatJSONC,
-		DefaultPath: configHomePath("opencode", "opencode.json"), PathDoc: "~/.config/opencode/opencode.json (a project uses ./opencode.json)",
+		DefaultPath: configHomePath("opencode", "opencode.json"), ProjectFile: "opencode.json", PathDoc: "~/.config/opencode/opencode.json (a project uses ./opencode.json)",
 		Names: NameRule{
 			Display: func(server, tool string) string { return sanitize(server) + "_" + sanitize(tool) },
 			MaxLen:  64,
@@ -258,7 +258,7 @@ var (
 
 	_ = register(jsonKind(&Harness{
 		ID: "pi", Title: "Pi (pi-mcp-adapter)", FileName: ".mcp.json", Format: FormatJSONC,
-		DefaultPath: homePath(".config", "mcp", "mcp.json"), PathDoc: "~/.config/mcp/mcp.json (all projects; a project uses ./.mcp.json)",
+		DefaultPath: homePath(".config", "mcp", "mcp.json"), ProjectFile: ".mcp.json", PathDoc: "~/.config/mcp/mcp.json (all projects; a project uses ./.mcp.json)",
 		Names: NameRule{
 			Display: func(server, tool string) string {
 				return piServerPrefix(server) + "_" + strings.ReplaceAll(tool, ".", "_")
@@ -301,8 +301,8 @@ var (
 			}
 			return homePath(".codex", "config.toml")()
 		},
-		PathDoc: "$CODEX_HOME/config.toml, default ~/.codex/config.toml",
-		Names:   NameRule{Display: mcpUnderscore, MaxLen: 64, Summary: claudeRule.Summary},
+		ProjectFile: ".codex/config.toml", PathDoc: "$CODEX_HOME/config.toml, default ~/.codex/config.toml",
+		Names: NameRule{Display: mcpUnderscore, MaxLen: 64, Summary: claudeRule.Summary},
 		render: func(s Server) ([]byte, error) {
 			return tomlBlock(s.ServerName(), codexEntry(s))
 		},
@@ -366,7 +366,7 @@ var (
 
 	_ = register(&Harness{
 		ID: "deepseek", Title: "DeepSeek Harness (dsh)", FileName: "cordis.patch.yml", Format: FormatYAML,
-		DefaultPath: cwdPath("cordis.patch.yml"), PathDoc: "./cordis.patch.yml (the overlay passed with dsh --patch)",
+		DefaultPath: cwdPath("cordis.patch.yml"), ProjectFile: "cordis.patch.yml", PathDoc: "./cordis.patch.yml (the overlay passed with dsh --patch)",
 		Names: NameRule{
 			Display: mcpUnderscore, MaxLen: 64, Chars: isSafe,
 			Summary: "mcp__<server>__<tool>; dsh rewrites names outside [A-Za-z0-9_-] with its own hash, so toolgate publishes safe names itself; at most 64",

@@ -73,6 +73,7 @@ func TestToolCodesPassThrough(t *testing.T) {
 	for _, ke := range []*kernel.Error{
 		kernel.Denied(kernel.CodeUnsafeRepositoryConfig, "core.fsmonitor is set"),
 		kernel.Failed(kernel.CodeInvalidRef, "no such revision"),
+		kernel.Denied(kernel.CodeProtectedPathChanged, "the command created .mcp.json; removed"),
 	} {
 		f := newFixture(t, &kernel.Tool{ID: "git.status", InputSchema: json.RawMessage(`{"type":"object"}`),
 			Run: func(context.Context, *kernel.Call) (*kernel.Output, error) { return nil, ke }})

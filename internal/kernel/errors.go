@@ -31,6 +31,9 @@ const (
 	CodeOutsideCapability    Code = "outside_capability"     // denied: the turn's capabilities do not cover this tool × action
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
 
+	// Confined commands (bash, declarative tools).
+	CodeProtectedPathChanged Code = "protected_path_changed" // denied: the command created or replaced protected paths; they were removed
+
 	// Git tools.
 	CodeInvalidRef             Code = "invalid_ref"              // failed: a revision or branch name is malformed, starts with '-', or does not resolve
 	CodeUnsafeRepositoryConfig Code = "unsafe_repository_config" // denied: the repository's own config has keys that run programs

@@ -44,12 +44,24 @@ type sandboxRunner struct{ r *shelltool.Runner }
 
 func (s sandboxRunner) Run(ctx context.Context, req RunRequest) (*RunResult, error) {
 	res, err := s.r.Run(ctx, req.Argv, req.AllowInternet, req.Timeout)
+	var rr *RunResult
+	if res != nil {
+		rr = &RunResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode,
+			Truncated: res.Truncated, TimedOut: res.TimedOut}
+	}
+	var pc *shelltool.ProtectedChangeError
+	if errors.As(err, &pc) {
+		out := ""
+		if rr != nil {
+			out = runOutput(rr, req.Timeout).Text
+		}
+		return nil, pc.KernelError(out)
+	}
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, kernel.Failed(kernel.CodeSandboxUnavailable, "the sandbox cannot confine this command, so it was not run: %v", err)
 		}
 		return nil, err
 	}
-	return &RunResult{Stdout: string(res.Stdout), Stderr: string(res.Stderr), ExitCode: res.ExitCode,
-		Truncated: res.Truncated, TimedOut: res.TimedOut}, nil
+	return rr, nil
 }

@@ -85,6 +85,12 @@ func Declarative(ws *workspace.Workspace, run Runner, reserved map[string]bool, 
 	if err != nil || !fi.IsDir() {
 		return nil
 	}
+	if linked, err := ws.HasLink(DeclarativeDir); err != nil || linked {
+		// .agents or .agents/tools is a link: the definitions would be read from where
+		// it points, a place the protected-path rules do not cover.
+		fmt.Fprintf(warn, "toolgate: declarative tools: %s goes through a symbolic link; no declarative tools are loaded\n", DeclarativeDir)
+		return nil
+	}
 	var tools []*kernel.Tool
 	names := map[string]string{}
 	count := 0

@@ -124,3 +124,41 @@ func TestDeclarativeTools(t *testing.T) {
 		}
 	}
 }
+
+// .agents pointing elsewhere (a link the repository ships, or a person made): the
+// definitions used to be read from its target, which the protected-path rules do not
+// cover (write_file could fill it under the default grants). No tool is loaded then.
+func TestDeclarativeToolsNotReadThroughALink(t *testing.T) {
+	f := newFixture(t)
+	p := filepath.Join(f.dir, "defs", "tools", "main", "grep.json")
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	os.WriteFile(p, []byte(grepDecl), 0o644)
+	if err := os.Symlink("defs", filepath.Join(f.dir, ".agents")); err != nil {
+		t.Fatal(err)
+	}
+	var warn bytes.Buffer
+	tools, err := Build(Config{NoConfined: true, Workspace: f.ws, Runner: &fakeRunner{}, Warn: &warn})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tl := range tools {
+		if tl.ID == "local.grep_word" {
+			t.Errorf("a definition was loaded through the link")
+		}
+	}
+	if !strings.Contains(warn.String(), "symbolic link") {
+		t.Errorf("warning = %q", warn.String())
+	}
+	// Control: the same definition in place is loaded.
+	os.Remove(filepath.Join(f.dir, ".agents"))
+	os.MkdirAll(filepath.Join(f.dir, ".agents"), 0o755)
+	os.Rename(filepath.Join(f.dir, "defs", "tools"), filepath.Join(f.dir, ".agents", "tools"))
+	tools, _ = Build(Config{NoConfined: true, Workspace: f.ws, Runner: &fakeRunner{}, Warn: &warn})
+	found := false
+	for _, tl := range tools {
+		found = found || tl.ID == "local.grep_word"
+	}
+	if !found {
+		t.Errorf("the control definition was not loaded")
+	}
+}

@@ -242,11 +242,40 @@ func TestWriteFile(t *testing.T) {
 			t.Errorf("left %s", e.Name())
 		}
 	}
-	for p, protected := range map[string]bool{".git/hooks/pre-commit": true, ".gitattributes": true, "sub/.gitattributes": true, ".git/config": true, "ok.txt": false} {
+	for p, root := range map[string]string{".git/hooks/pre-commit": ".git", ".gitattributes": ".gitattributes",
+		"sub/.gitattributes": "sub/.gitattributes", ".git/config": ".git", ".mcp.json": ".mcp.json",
+		".claude/settings.local.json": ".claude", ".VSCode/tasks.json": ".VSCode", "ok.txt": ""} {
 		a, err := wf.Access(map[string]any{"path": p, "content": "x"})
-		if err != nil || a.Protected != protected {
-			t.Errorf("Access(%s) = %+v, %v; protected want %v", p, a, err, protected)
+		if err != nil || a.Protected != (root != "") || (root != "" && a.ProtectedRoot != "path:"+root) {
+			t.Errorf("Access(%s) = %+v, %v; want protected root %q", p, a, err, root)
 		}
+	}
+}
+
+// A file inside that shares its inode with a file outside (a hard link someone else
+// made; os.Root cannot see where the other name is) used to be read. Now read_file
+// refuses every file with more than one link, and says why; a file with one name is
+// read (the control).
+func TestReadFileRefusesHardLinks(t *testing.T) {
+	f := newFixture(t)
+	rf := f.tool(t, "local.read_file")
+	outside := filepath.Join(f.parent, "private.key")
+	os.WriteFile(outside, []byte("PRIVATE-KEY-7f3a\n"), 0o600)
+	if err := os.Link(outside, filepath.Join(f.dir, "key-link")); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range []map[string]any{{"path": "key-link"}, {"path": "key-link", "byte_offset": 0}} {
+		_, out, err := call(t, rf, args)
+		if codeOf(err) != kernel.CodePathOutsideWorkspace || out != nil || !strings.Contains(err.Error(), "2 hard links") {
+			t.Errorf("read %v = %v, %v; want path_outside_workspace", args, out, err)
+		}
+		if err != nil && strings.Contains(err.Error(), "PRIVATE-KEY") {
+			t.Errorf("the refusal leaks the content: %v", err)
+		}
+	}
+	os.Remove(outside)
+	if _, out, err := call(t, rf, map[string]any{"path": "key-link"}); err != nil || out.Text != "PRIVATE-KEY-7f3a\n" {
+		t.Errorf("read of a file with one name = %v, %v", out, err)
 	}
 }
 
@@ -315,6 +344,16 @@ func TestPatchFile(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(f.dir, "src/new.go")); string(b) != "package main\n// new\n" {
 		t.Errorf("new.go = %q", b)
 	}
+	// Several files: their deepest common directory (it used to be one level above).
+	for p, want := range map[string]string{
+		"--- /dev/null\n+++ b/src/a.go\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/src/b/c.go\n@@ -0,0 +1 @@\n+x\n": "path:src",
+		"--- /dev/null\n+++ b/src/a.go\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/src/b.go\n@@ -0,0 +1 @@\n+x\n":   "path:src",
+		"--- /dev/null\n+++ b/src/a.go\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/srcx/b.go\n@@ -0,0 +1 @@\n+x\n":  "path:.",
+	} {
+		if a, err := pf.Access(map[string]any{"patch": p}); err != nil || a.Resource != want {
+			t.Errorf("access of a patch of several files = %+v %v; want %s", a, err, want)
+		}
+	}
 	// Single file: the resource is that file.
 	a, err = pf.Access(map[string]any{"patch": "--- a/src/main.go\n+++ b/src/main.go\n@@ -1 +1 @@\n-package main\n+package x\n"})
 	if err != nil || a.Resource != "path:src/main.go" {
@@ -364,10 +403,21 @@ func TestPatchFileAllOrNothing(t *testing.T) {
 			t.Errorf("patch %q accepted", p)
 		}
 	}
-	// Protected file in a multi-file patch marks the whole call protected.
-	a, err := pf.Access(map[string]any{"patch": "--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/ok\n@@ -0,0 +1 @@\n+x\n"})
-	if err != nil || !a.Protected {
-		t.Errorf("protected multi = %+v %v", a, err)
+	// A protected file in a multi-file patch: the patch must touch only that protected
+	// path, which it is then marked with (a grant on a common directory above it, such
+	// as path:src/ for src/.gitattributes and src/a.go, used to cover the whole patch).
+	for _, p := range []string{
+		"--- /dev/null\n+++ b/.git/hooks/pre-commit\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/ok\n@@ -0,0 +1 @@\n+x\n",
+		"--- /dev/null\n+++ b/src/.gitattributes\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/src/a.go\n@@ -0,0 +1 @@\n+x\n",
+		"--- /dev/null\n+++ b/.vscode/tasks.json\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/.claude/settings.json\n@@ -0,0 +1 @@\n+x\n",
+	} {
+		if a, err := pf.Access(map[string]any{"patch": p}); codeOf(err) != kernel.CodeProtectedPath {
+			t.Errorf("mixed protected patch = %+v %v; want protected_path", a, err)
+		}
+	}
+	a, err := pf.Access(map[string]any{"patch": "--- /dev/null\n+++ b/.vscode/tasks.json\n@@ -0,0 +1 @@\n+x\n--- /dev/null\n+++ b/.vscode/sub/mcp.json\n@@ -0,0 +1 @@\n+x\n"})
+	if err != nil || !a.Protected || a.Resource != "path:.vscode" || a.ProtectedRoot != "path:.vscode" {
+		t.Errorf("patch inside one protected path = %+v %v", a, err)
 	}
 }
 

@@ -56,8 +56,11 @@ type patchTarget struct {
 }
 
 // patchAccess parses the patch and names what it writes: the one file it touches, or,
-// for several, their deepest common directory. Protected is set when any file is
-// protected, so a broad grant never lets a many-file patch slip a hook in.
+// for several, their deepest common directory. A patch that touches a protected path
+// must touch only files inside that one protected path, and is then marked with it: a
+// grant must name the protected path (or lie inside it), so a broad grant, or one on a
+// directory holding a protected file among others ("path:src/" for src/.gitattributes
+// and src/a.go), never lets a patch slip a protected file in.
 func patchAccess(ws *workspace.Workspace, args map[string]any) (kernel.Access, []patchTarget, error) {
 	p, err := requireString(args, "patch")
 	if err != nil {
@@ -68,7 +71,7 @@ func patchAccess(ws *workspace.Workspace, args map[string]any) (kernel.Access, [
 		return kernel.Access{}, nil, kernel.Failed(kernel.CodeInvalidArguments, "patch: %v", err)
 	}
 	var targets []patchTarget
-	protected := false
+	var protectedRoot, unprotected string
 	seen := map[string]bool{}
 	for _, fp := range fps {
 		if fp.oldName != "" && fp.newName != "" && fp.oldName != fp.newName {
@@ -83,42 +86,52 @@ func patchAccess(ws *workspace.Workspace, args map[string]any) (kernel.Access, [
 			return kernel.Access{}, nil, kernel.Failed(kernel.CodeInvalidArguments, "patch: %s appears twice; merge its hunks", rel)
 		}
 		seen[rel] = true
-		protected = protected || a.Protected
+		switch {
+		case !a.Protected:
+			unprotected = rel
+		case protectedRoot == "":
+			protectedRoot = a.ProtectedRoot
+		case protectedRoot != a.ProtectedRoot:
+			return kernel.Access{}, nil, kernel.Denied(kernel.CodeProtectedPath,
+				"the patch changes files in two protected paths (%s and %s); patch each protected path on its own",
+				strings.TrimPrefix(protectedRoot, "path:"), strings.TrimPrefix(a.ProtectedRoot, "path:"))
+		}
 		targets = append(targets, patchTarget{fp, rel})
 	}
+	if protectedRoot != "" && unprotected != "" {
+		return kernel.Access{}, nil, kernel.Denied(kernel.CodeProtectedPath,
+			"the patch changes the protected path %s and also %s; patch the protected path on its own",
+			strings.TrimPrefix(protectedRoot, "path:"), unprotected)
+	}
 	res := targets[0].rel
-	for _, t := range targets[1:] {
-		res = commonDir(res, t.rel)
+	if len(targets) > 1 {
+		res = path.Dir(res)
+		for _, t := range targets[1:] {
+			res = commonDir(res, path.Dir(t.rel))
+		}
 	}
-	if len(targets) > 1 && res != "." {
-		// A directory, even when one target is a prefix of the others' names.
-		res = commonDir(res, res+"/x")
+	acc := kernel.Access{Action: kernel.ActionWrite, Resource: "path:" + res}
+	if protectedRoot != "" {
+		acc.Protected, acc.ProtectedRoot = true, protectedRoot
 	}
-	return kernel.Access{Action: kernel.ActionWrite, Resource: "path:" + res, Protected: protected}, targets, nil
+	return acc, targets, nil
 }
 
-// commonDir is the deepest directory containing both slash paths (or one of them when
-// it is a parent of the other).
+// commonDir is the deepest directory containing both slash directory paths ("." for
+// the workspace).
 func commonDir(a, b string) string {
-	pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
-	var c []string
-	for i := 0; i < len(pa) && i < len(pb) && pa[i] == pb[i]; i++ {
-		c = append(c, pa[i])
-	}
-	if len(c) == len(pa) && len(c) == len(pb) {
-		return a
-	}
-	if len(c) == len(pa) || len(c) == len(pb) {
-		// One is inside the other: the shorter is a directory only if it is the parent.
-		if len(c) == len(pa) {
-			return path.Dir(a)
-		}
-		return path.Dir(b)
-	}
-	if len(c) == 0 {
+	if a == "." || b == "." {
 		return "."
 	}
-	return strings.Join(c, "/")
+	pa, pb := strings.Split(a, "/"), strings.Split(b, "/")
+	n := 0
+	for n < len(pa) && n < len(pb) && pa[n] == pb[n] {
+		n++
+	}
+	if n == 0 {
+		return "."
+	}
+	return strings.Join(pa[:n], "/")
 }
 
 func patchFile(ws *workspace.Workspace, args map[string]any) (*kernel.Output, error) {

@@ -22,7 +22,8 @@ func readAccess(ws *workspace.Workspace, p string) (kernel.Access, error) {
 
 // writeAccess names the file a write touches. Writes never go through a symbolic link
 // (the lexical path and the real path are then the same, so a grant naming one names
-// the other), and protected paths are marked.
+// the other), and protected paths are marked with the protected path they lie in, which
+// a grant must name (or lie inside) to allow the write.
 func writeAccess(ws *workspace.Workspace, p string) (kernel.Access, string, error) {
 	rel, err := ws.Rel(p)
 	if err != nil {
@@ -34,7 +35,15 @@ func writeAccess(ws *workspace.Workspace, p string) (kernel.Access, string, erro
 	if rel == "." {
 		return kernel.Access{}, "", kernel.Failed(kernel.CodeInvalidArguments, "path %q is the workspace itself, not a file", p)
 	}
-	return kernel.Access{Action: kernel.ActionWrite, Resource: "path:" + rel, Protected: ws.IsProtected(rel)}, rel, nil
+	acc := kernel.Access{Action: kernel.ActionWrite, Resource: "path:" + rel}
+	root, protected, err := ws.ProtectedRoot(rel)
+	if err != nil {
+		return kernel.Access{}, "", err
+	}
+	if protected {
+		acc.Protected, acc.ProtectedRoot = true, "path:"+root
+	}
+	return acc, rel, nil
 }
 
 func refuseLinks(ws *workspace.Workspace, p string) error {
@@ -70,11 +79,19 @@ func checkWritable(ws *workspace.Workspace, rel string) (mode fs.FileMode, exist
 	if !fi.Mode().IsRegular() {
 		return 0, false, kernel.Failed(kernel.CodeToolFailed, "%s is not a regular file (%s)", rel, fileKind(fi.Mode()))
 	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+	if n := nlink(fi); n > 1 {
 		return 0, false, kernel.Denied(kernel.CodePathOutsideWorkspace,
-			"%s has %d hard links; it may be a file outside the workspace, so it is not written", rel, st.Nlink)
+			"%s has %d hard links; it may be a file outside the workspace, so it is not written", rel, n)
 	}
 	return fi.Mode().Perm(), true, nil
+}
+
+// nlink is a file's hard-link count (1 where the system does not say).
+func nlink(fi fs.FileInfo) uint64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Nlink)
+	}
+	return 1
 }
 
 func fileKind(m fs.FileMode) string {
@@ -97,7 +114,11 @@ func fileKind(m fs.FileMode) string {
 
 // openRegular opens rel for reading without ever blocking (O_NONBLOCK, so a FIFO or a
 // device returns at once) and without following a link swapped in after resolution
-// (O_NOFOLLOW), then requires the opened file itself to be regular.
+// (O_NOFOLLOW), then requires the opened file itself to be regular and to have one
+// name: a file with several hard links may share its inode with a file outside the
+// workspace that someone else linked in (os.Root cannot see where the other names
+// are), so its content is not read. bash cannot make such a link (Landlock refuses a
+// link whose source is read-only to it), and the file tools never make links.
 func openRegular(ws *workspace.Workspace, rel string) (*os.File, fs.FileInfo, error) {
 	f, err := ws.Root().OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW|syscall.O_NOCTTY, 0)
 	if err != nil {
@@ -117,6 +138,11 @@ func openRegular(ws *workspace.Workspace, rel string) (*os.File, fs.FileInfo, er
 	if !fi.Mode().IsRegular() {
 		f.Close()
 		return nil, nil, kernel.Failed(kernel.CodeToolFailed, "%s is %s; only regular files are read", rel, fileKind(fi.Mode()))
+	}
+	if n := nlink(fi); n > 1 {
+		f.Close()
+		return nil, nil, kernel.Denied(kernel.CodePathOutsideWorkspace,
+			"%s has %d hard links; another name may be a file outside the workspace, so it is not read", rel, n)
 	}
 	return f, fi, nil
 }

@@ -9,9 +9,11 @@
 // chmod, chown, utimes or xattrs; and when toolgate is the host's root the command runs
 // as an unprivileged uid (SandboxUID), with the writable roots id-mapped so that root's
 // files there stay its own. Because it is the init of its PID namespace, killing it on
-// timeout kills every process it started, including those that escaped with setsid. Protected paths inside the workspace (.git/config,
-// .git/hooks) are bind-mounted read-only, and their ancestors pinned so they cannot be
-// renamed away. /etc is granted entry by entry (only what any user could read, never
+// timeout kills every process it started, including those that escaped with setsid.
+// Paths the caller names inside the workspace (shelltool passes the protected paths of
+// internal/protect: .git, harness and editor configuration) are bind-mounted read-only,
+// and their ancestors pinned so they cannot be renamed away. /etc is granted entry by
+// entry (only what any user could read, never
 // shadow, sudoers or SSH host keys), so secrets stay unreadable even when toolgate runs
 // as root. A seccomp deny-list closes kernel attack surface (io_uring, keyrings, bpf,
 // nested user namespaces, mounts, set-uid modes). The command is never in an argv:

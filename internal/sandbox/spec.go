@@ -91,7 +91,8 @@ type Spec struct {
 	// read; text passed here is not.
 	Script []byte
 	// ReadOnlyPaths are existing files or directories inside a writable root that must
-	// stay read-only (for example <workspace>/.git/config). Each is bind-mounted
+	// stay read-only (for example <workspace>/.git; shelltool passes the protected paths
+	// internal/protect finds, and checks afterwards for ones the command created). Each is bind-mounted
 	// read-only and every ancestor between it and its writable root is pinned (made a
 	// mount point) so it cannot be renamed or replaced. Missing paths are skipped; a path
 	// that is a symbolic link refuses the call.

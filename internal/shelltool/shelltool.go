@@ -4,8 +4,8 @@
 //
 // Runner is the same confinement for other commands (declarative tools), so every
 // command toolgate runs for an agent gets one environment policy: built from scratch
-// (never toolgate's tokens or any secret of its own environment), stdin empty, protected
-// repository files read-only.
+// (never toolgate's tokens or any secret of its own environment), stdin empty, and the
+// workspace's protected paths (internal/protect) neither changed nor left behind.
 package shelltool
 
 import (
@@ -13,14 +13,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/protect"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
@@ -76,13 +74,6 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// protectedInWorkspace are workspace paths made read-only inside the sandbox when they
-// exist (workspace.IsProtected names the same kind of files for the file tools).
-var protectedInWorkspace = []string{
-	".git/config", ".git/hooks", ".git/info", ".git/config.worktree", ".git/commondir",
-	".gitattributes", ".gitmodules", ".toolgate", ".agents/tools",
-}
-
 // Runner runs commands in one workspace under the sandbox.
 type Runner struct {
 	ws   *workspace.Workspace
@@ -104,6 +95,14 @@ func (r *Runner) Env() []string {
 // Run runs argv in the workspace. allowInternet is honoured only when the Runner's
 // options allow the internet. timeout <= 0 means the default; it is capped at
 // MaxTimeout. Errors wrap sandbox.ErrUnavailable when confinement is missing.
+//
+// The workspace's protected paths (internal/protect) are kept from the command: those
+// that exist are mounted read-only (their ancestors pinned, so they cannot be renamed
+// away), and when the command has ended — every process of it, since the sandbox's PID
+// namespace dies with it — the workspace is scanned again, and any protected path that
+// was not there before, or is another file than it was, is removed: a mount cannot
+// protect a path that does not exist yet, and a concurrent call's removal can detach a
+// mount. The result is then returned with a *ProtectedChangeError.
 func (r *Runner) Run(ctx context.Context, argv []string, allowInternet bool, timeout time.Duration) (*sandbox.Result, error) {
 	return r.run(ctx, argv, nil, allowInternet, timeout)
 }
@@ -117,25 +116,15 @@ func (r *Runner) run(ctx context.Context, argv []string, script []byte, allowInt
 		timeout = r.opts.MaxTimeout
 	}
 	dir := r.ws.Dir()
-	if err := ensureHooksDir(dir); err != nil {
-		return nil, err
-	}
-	ro, err := ensureAgentsTools(r.ws)
+	before, err := protect.Scan(dir, r.opts.ExtraWritable)
 	if err != nil {
-		return nil, err
-	}
-	if fi, err := os.Lstat(filepath.Join(dir, ".git")); err == nil && fi.Mode().IsRegular() {
-		// A gitdir pointer: keep it from being redirected to another repository.
-		ro = append(ro, filepath.Join(dir, ".git"))
-	}
-	for _, p := range protectedInWorkspace {
-		ro = append(ro, filepath.Join(dir, filepath.FromSlash(p)))
+		return nil, fmt.Errorf("%w: protecting the workspace's protected paths: %v", sandbox.ErrUnavailable, err)
 	}
 	var roRoots []string
 	if len(r.opts.ExtraReadOnly) > 0 {
 		roRoots = append(append(roRoots, sandbox.DefaultReadOnlyRoots...), r.opts.ExtraReadOnly...)
 	}
-	return sandbox.Run(ctx, sandbox.Spec{
+	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Argv:          argv,
 		Script:        script,
 		Dir:           dir,
@@ -145,29 +134,77 @@ func (r *Runner) run(ctx context.Context, argv []string, script []byte, allowInt
 		MaxOutput:     r.opts.MaxOutput,
 		WritableRoots: r.opts.ExtraWritable,
 		ReadOnlyRoots: roRoots,
-		ReadOnlyPaths: ro,
+		ReadOnlyPaths: before.ReadOnlyPaths(),
 		MaxProcesses:  r.opts.MaxProcesses,
 		MaxMemory:     r.opts.MaxMemory,
 		MaxFileSize:   r.opts.MaxFileSize,
 	})
+	if errors.Is(err, sandbox.ErrUnavailable) {
+		return nil, err // nothing ran
+	}
+	// Checked even when the call was cancelled: the command may have run.
+	changes, scanErr := before.Changes()
+	if len(changes) > 0 {
+		before.Remove(changes)
+		return res, &ProtectedChangeError{Changes: changes, Err: err}
+	}
+	if scanErr != nil && err == nil {
+		return res, &ProtectedChangeError{ScanErr: scanErr}
+	}
+	return res, err
 }
 
-// ensureHooksDir creates .git/hooks when .git is a directory without one, so it can be
-// mounted read-only: otherwise a command could create hooks that the person's own git
-// would later run. (git init creates the same empty directory.)
-func ensureHooksDir(dir string) error {
-	gitDir := filepath.Join(dir, ".git")
-	fi, err := os.Lstat(gitDir)
-	if err != nil || !fi.IsDir() {
-		return nil
+// ProtectedChangeError reports what Run removed: protected paths the command created
+// or replaced. The command's result stands otherwise (Run returns it alongside).
+type ProtectedChangeError struct {
+	Changes []protect.Change
+	// ScanErr is set when the workspace could not be scanned again after the command,
+	// so what it left could not be checked.
+	ScanErr error
+	// Err is the run's own error, if any (a cancelled call).
+	Err error
+}
+
+func (e *ProtectedChangeError) Error() string { return e.describe() }
+
+func (e *ProtectedChangeError) Unwrap() error { return e.Err }
+
+// maxListedChanges bounds the paths a refusal names.
+const maxListedChanges = 20
+
+func (e *ProtectedChangeError) describe() string {
+	if len(e.Changes) == 0 {
+		return fmt.Sprintf("the workspace could not be checked for protected paths after the command (%v), so whether it left one is not known", e.ScanErr)
 	}
-	hooks := filepath.Join(gitDir, "hooks")
-	if _, err := os.Lstat(hooks); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(hooks, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return fmt.Errorf("creating %s to protect it: %w", hooks, err)
+	var parts []string
+	for i, c := range e.Changes {
+		if i == maxListedChanges {
+			parts = append(parts, fmt.Sprintf("and %d more", len(e.Changes)-i))
+			break
+		}
+		what := "replaced"
+		if c.Created {
+			what = "created"
+		}
+		if c.Removed {
+			parts = append(parts, fmt.Sprintf("%s (%s, removed)", c.Path, what))
+		} else {
+			parts = append(parts, fmt.Sprintf("%s (%s; could not be removed: %v)", c.Path, what, c.Err))
 		}
 	}
-	return nil
+	return "the command created or replaced protected paths: " + strings.Join(parts, ", ") +
+		". Protected paths (git's, harness, editor and shell configuration; docs/toolgate-mcp.md) would make a harness, an editor, a shell or git run code outside the sandbox; bash never leaves one created or changed (write one with write_file under a grant that names it). The rest of what the command did stands"
+}
+
+// KernelError is the refusal a tool answers with: protected_path_changed, saying what
+// was removed, followed by the command's own output (so the rest of its work is not
+// lost to the caller).
+func (e *ProtectedChangeError) KernelError(output string) *kernel.Error {
+	msg := e.describe()
+	if output != "" {
+		msg += ". Its output:\n" + output
+	}
+	return kernel.Denied(kernel.CodeProtectedPathChanged, "%s", msg)
 }
 
 // Tools returns the bash tool for ws.
@@ -243,7 +280,7 @@ func describe(c sandbox.Capabilities, o Options) string {
 	if internet {
 		net = "network allowed"
 	}
-	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d; every other mount is read-only, so no file metadata changes outside them either), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, .git/config and .git/hooks read-only, no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
+	return fmt.Sprintf("writes only inside the workspace and a scratch HOME/TMPDIR (Landlock ABI %d; every other mount is read-only, so no file metadata changes outside them either), %s, a private PID namespace (the timeout kills every process it started), a minimal environment, protected paths (.git, harness, editor and shell configuration such as .mcp.json, .claude, .vscode, .envrc) read-only, and any the command creates removed when it ends (the call is then refused with protected_path_changed), no secrets under /etc (only world-readable files there). Limits: processes: %s; memory: %s; files at most %d MiB; %d open files per process.",
 		c.LandlockABI, net, c.ProcessLimit, c.MemoryLimit, fileCap>>20, sandbox.DefaultMaxOpenFiles)
 }
 
@@ -275,6 +312,14 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 		timeout = time.Duration(secs) * time.Second
 	}
 	res, err := r.run(ctx, bashArgv, []byte(cmd), true, timeout)
+	var pc *ProtectedChangeError
+	if errors.As(err, &pc) {
+		out := ""
+		if res != nil {
+			out = render(r.result(res), r.opts.MaxOutput)
+		}
+		return nil, pc.KernelError(out)
+	}
 	if err != nil {
 		if errors.Is(err, sandbox.ErrUnavailable) {
 			return nil, kernel.Failed(kernel.CodeSandboxUnavailable, "bash refused: %v", err)
@@ -287,7 +332,12 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 	if res.TimedOut {
 		return nil, kernel.Failed(kernel.CodeTimeout, "bash command timed out after %s; the whole process tree was killed", timeout).WithRetryable(false)
 	}
-	br := bashResult{
+	br := r.result(res)
+	return &kernel.Output{Text: render(br, r.opts.MaxOutput), Structured: br}, nil
+}
+
+func (r *Runner) result(res *sandbox.Result) bashResult {
+	return bashResult{
 		ExitCode:   res.ExitCode,
 		Signal:     res.Signal,
 		Stdout:     strings.ToValidUTF8(string(res.Stdout), string(utf8.RuneError)),
@@ -297,7 +347,6 @@ func (r *Runner) runBash(ctx context.Context, call *kernel.Call) (*kernel.Output
 
 		LimitExceeded: res.LimitExceeded,
 	}
-	return &kernel.Output{Text: render(br, r.opts.MaxOutput), Structured: br}, nil
 }
 
 // bashArgv runs a command that is not in it. bash's argv, like every process's, is in

@@ -390,6 +390,31 @@ func BenchmarkBashTrue(b *testing.B) {
 	}
 }
 
+// BenchmarkBashTrueInATree is BenchmarkBashTrue in a workspace of 11,000 entries
+// (1,000 directories of ten files), where the protected-path scans before and after
+// the command read every directory.
+func BenchmarkBashTrueInATree(b *testing.B) {
+	requireSandbox(b)
+	ws := openWS(b)
+	for i := 0; i < 1000; i++ {
+		d := filepath.Join(ws.Dir(), "pkg", fmt.Sprintf("m%02d", i/100), fmt.Sprintf("d%03d", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		for j := 0; j < 10; j++ {
+			os.WriteFile(filepath.Join(d, fmt.Sprintf("f%d.go", j)), nil, 0o644)
+		}
+	}
+	os.MkdirAll(filepath.Join(ws.Dir(), ".git", "objects"), 0o755)
+	tool := bashTool(b, ws, shelltool.Options{})
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := call(b, tool, map[string]any{"command": "true"}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 func TestForkBombReportsProcessLimit(t *testing.T) {
 	requireSandbox(t)
 	if c := sandbox.Probe(); !strings.HasPrefix(c.ProcessLimit, "cgroup") {
@@ -435,7 +460,7 @@ func TestDescriptionStatesLimits(t *testing.T) {
 	requireSandbox(t)
 	tool := bashTool(t, openWS(t), shelltool.Options{MaxFileSize: 8 << 20})
 	c := sandbox.Probe()
-	for _, want := range []string{"no secrets under /etc", "every other mount is read-only", "processes: " + c.ProcessLimit, "memory: " + c.MemoryLimit, "files at most 8 MiB"} {
+	for _, want := range []string{"no secrets under /etc", "every other mount is read-only", "protected paths (.git", "protected_path_changed", "processes: " + c.ProcessLimit, "memory: " + c.MemoryLimit, "files at most 8 MiB"} {
 		if !strings.Contains(tool.Description, want) {
 			t.Errorf("description lacks %q: %s", want, tool.Description)
 		}

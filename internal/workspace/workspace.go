@@ -4,11 +4,11 @@
 // then open") and closes the gaps os.Root leaves: it refuses absolute paths, ".." and NUL
 // bytes before touching the disk, refuses symbolic links that point out of the workspace
 // (absolute or relative) even where os.Root would silently refuse later with a less
-// useful error, and names the protected paths (.git/hooks, .git/config, .gitattributes,
-// toolgate's own files) that a broad grant must not cover.
+// useful error, and says which paths are protected (internal/protect: .git, harness and
+// editor configuration, toolgate's own files) so that a broad grant does not cover them.
 //
 // What os.Root cannot see and callers must still check: hard links (a file inside may
-// share its inode with a file outside; refuse writes when Nlink > 1), FIFOs and devices
+// share its inode with a file outside; refuse reads and writes when Nlink > 1), FIFOs and devices
 // (open with O_NONBLOCK and fstat the opened file), and links that other programs (bash,
 // git) would follow after a tool created them (the file tools never create links).
 package workspace
@@ -23,6 +23,7 @@ import (
 	"strings"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/protect"
 )
 
 // maxLinks bounds how many symbolic links one resolution follows, as the kernel's
@@ -270,44 +271,50 @@ func isEscape(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "path escapes from parent")
 }
 
-// IsProtected reports whether writing the clean relative path rel could change how
-// git or toolgate itself behaves: repository hooks, configuration and info files,
-// attribute files (which select filters) in any directory, a ".git" file or directory
-// itself (a gitdir pointer can redirect git to another repository), and toolgate's own
-// files (declarative tool definitions under .agents/tools, and .toolgate). Such paths
-// are covered only by a grant that names them.
-func (w *Workspace) IsProtected(rel string) bool { return IsProtected(rel) }
+// IsProtected reports whether the clean relative path rel is a protected path or lies
+// in one (the list is internal/protect's, docs/toolgate-mcp.md#protected-paths: what
+// makes git, a harness, an editor or a shell run code), by name alone, in any spelling a
+// file system might fold to it. Such paths are covered only by a grant that names them.
+func IsProtected(rel string) bool { return protect.IsProtected(rel) }
 
-// IsProtected is Workspace.IsProtected without a workspace, for callers that only hold
-// a path.
-func IsProtected(rel string) bool {
-	rel = path.Clean(rel)
-	if rel == "." {
-		// The workspace root itself: writing it as a whole (e.g. patching many files)
-		// is not protected by name; each file is checked on its own.
-		return false
+// ProtectedRoot reports whether writing rel would write a protected path, and which one
+// (the path a grant must name or lie inside): by name (protect.Match), or because rel
+// lies where a protected name at the workspace root points — the target of a protected
+// symbolic link (".vscode -> shared/vscode"), the repository a ".git" file names, a
+// repository's common directory — which a program reads under the protected name.
+func (w *Workspace) ProtectedRoot(rel string) (root string, ok bool, err error) {
+	p, err := w.Protection()
+	if err != nil {
+		return "", false, err
 	}
-	parts := strings.Split(rel, "/")
-	for i, p := range parts {
-		switch p {
-		case ".gitattributes", ".gitmodules", ".toolgate":
-			return true
-		case ".git":
-			if i == len(parts)-1 {
-				return true
-			}
-			switch parts[i+1] {
-			case "hooks", "config", "info", "config.worktree", "commondir", "gitdir":
-				return true
-			}
-		case ".agents":
-			if i == 0 && len(parts) > 1 && parts[1] == "tools" {
-				return true
-			}
-			if i == 0 && len(parts) == 1 {
-				return true
-			}
+	root, ok = p.Root(rel)
+	return root, ok, nil
+}
+
+// Protection is the workspace's protected paths at one moment, for checking many paths.
+type Protection struct {
+	aliases []string
+}
+
+// Protection reads what the protected names at the workspace root point at.
+func (w *Workspace) Protection() (*Protection, error) {
+	aliases, err := protect.RootAliases(w.dir)
+	if err != nil {
+		return nil, fmt.Errorf("checking protected paths: %w", err)
+	}
+	return &Protection{aliases: aliases}, nil
+}
+
+// Root is ProtectedRoot for this moment's aliases.
+func (p *Protection) Root(rel string) (string, bool) {
+	if root, ok := protect.Match(rel); ok {
+		return root, true
+	}
+	for _, a := range p.aliases {
+		if protect.Under(rel, a) {
+			// Spelt as in rel, which is what a grant is matched against.
+			return strings.Join(strings.Split(rel, "/")[:strings.Count(a, "/")+1], "/"), true
 		}
 	}
-	return false
+	return "", false
 }

@@ -136,8 +136,9 @@ func TestIsProtected(t *testing.T) {
 	for p, want := range map[string]bool{
 		".git/hooks/pre-commit": true, ".git/hooks": true, ".git/config": true, ".gitattributes": true,
 		"sub/.gitattributes": true, "sub/.git/hooks/x": true, ".git": true, ".git/info/attributes": true,
-		".agents/tools/main/x.json": true, ".agents": true, ".toolgate/x": true, ".gitmodules": true,
-		"README.md": false, ".git/objects/ab/cd": false, ".github/workflows/x.yml": false,
+		".agents/tools/main/x.json": true, ".agents": false, ".toolgate/x": true, ".gitmodules": true,
+		".git/objects/ab/cd": true, ".git/HEAD": true, ".mcp.json": true, ".vscode/settings.json": true,
+		".GIT/config": true, "README.md": false, ".github/workflows/x.yml": false,
 		"src/.agents/tools": false, ".agents/skills/x.md": false, ".": false, "gitattributes": false,
 	} {
 		if got := IsProtected(p); got != want {
