@@ -30,6 +30,8 @@ const (
 	// cancelNotifyTimeout bounds sending a notifications/cancelled or the answer
 	// to a server's request; both are best effort.
 	cancelNotifyTimeout = 5 * time.Second
+	// maxBackground bounds the best-effort writes waiting at once.
+	maxBackground = 32
 )
 
 // Implementation names a client in initialize.
@@ -143,10 +145,11 @@ type Stats struct {
 	DroppedNotifications int64 // dropped from a full notification queue
 	DroppedProgress      int64 // progress for no live call
 	RefusedRequests      int64 // upstream requests refused for MaxInboundRequests
+	DroppedWrites        int64 // best-effort writes (cancellations, refusals) dropped under back-pressure
 }
 
 type counters struct {
-	droppedLines, oversized, badMessages, unmatched, droppedNotes, droppedProgress, refused atomic.Int64
+	droppedLines, oversized, badMessages, unmatched, droppedNotes, droppedProgress, refused, droppedWrites atomic.Int64
 }
 
 // transport is what a Conn needs from the way it reaches the server.
@@ -210,6 +213,7 @@ type Conn struct {
 	outq   chan outMsg
 	notes  *noteQueue
 	reqSem chan struct{}
+	bgSem  chan struct{}
 	nextID atomic.Int64
 
 	mu       sync.Mutex
@@ -231,6 +235,7 @@ func newConn(opts Options) *Conn {
 		life:     life,
 		cancel:   cancel,
 		reqSem:   make(chan struct{}, opts.MaxInboundRequests),
+		bgSem:    make(chan struct{}, maxBackground),
 		pending:  make(map[int64]*pending),
 		inbound:  make(map[string]context.CancelFunc),
 		done:     make(chan struct{}),
@@ -492,9 +497,15 @@ func (c *Conn) Notify(ctx context.Context, method string, params json.RawMessage
 	return nil
 }
 
-// Ping sends a ping and waits for its answer.
+// Ping sends a ping and waits for its answer. Any answer, a JSON-RPC error
+// included (a server that does not implement ping is still alive), is a
+// success; only no answer (ctx ended, connection ended) is an error.
 func (c *Conn) Ping(ctx context.Context) error {
 	_, err := c.Call(ctx, "ping", nil)
+	var rpcErr *RPCError
+	if errors.As(err, &rpcErr) {
+		return nil
+	}
 	return err
 }
 
@@ -511,8 +522,10 @@ func (c *Conn) cancelUpstream(id int64, cause error) {
 	c.sendBackground(&jsonrpc.Request{Method: "notifications/cancelled", Params: params})
 }
 
-// sendBackground writes a best-effort message (a cancellation, an answer to
-// the server) without holding up the caller.
+// sendBackground writes a best-effort message (a cancellation, a refusal)
+// without holding up the caller. At most maxBackground such writes wait at
+// once; past that they are dropped and counted, so a server that stops reading
+// while it floods requests cannot make goroutines pile up.
 func (c *Conn) sendBackground(msg jsonrpc.Message) {
 	if c.t.serial {
 		select {
@@ -523,7 +536,14 @@ func (c *Conn) sendBackground(msg jsonrpc.Message) {
 		default:
 		}
 	}
+	select {
+	case c.bgSem <- struct{}{}:
+	default:
+		c.st.droppedWrites.Add(1)
+		return
+	}
 	go func() {
+		defer func() { <-c.bgSem }()
 		ctx, cancel := context.WithTimeout(c.life, cancelNotifyTimeout)
 		defer cancel()
 		if err := c.send(ctx, msg, nil); err != nil && ctx.Err() == nil {
@@ -728,7 +748,13 @@ func (c *Conn) serveRequest(req *jsonrpc.Request) {
 		abandoned := ctx.Err() != nil
 		cancel()
 		if live && !abandoned {
-			c.answer(req.ID, res, err)
+			// Written here, still holding the slot, so answers are bounded
+			// by MaxInboundRequests too.
+			wctx, stop := context.WithTimeout(c.life, cancelNotifyTimeout)
+			defer stop()
+			if err := c.send(wctx, c.response(req.ID, res, err), nil); err != nil && wctx.Err() == nil {
+				c.log.Debug("upstream: answering a server request failed", "error", c.redacted(err))
+			}
 		}
 	}()
 }
@@ -743,7 +769,12 @@ func (c *Conn) handle(ctx context.Context, req *jsonrpc.Request) (res json.RawMe
 	return c.opts.OnRequest(ctx, req.Method, req.Params)
 }
 
+// answer sends a response to a server request in the background.
 func (c *Conn) answer(id jsonrpc.ID, res json.RawMessage, err error) {
+	c.sendBackground(c.response(id, res, err))
+}
+
+func (c *Conn) response(id jsonrpc.ID, res json.RawMessage, err error) *jsonrpc.Response {
 	resp := &jsonrpc.Response{ID: id}
 	var rpcErr *RPCError
 	switch {
@@ -757,7 +788,7 @@ func (c *Conn) answer(id jsonrpc.ID, res json.RawMessage, err error) {
 	default:
 		resp.Result = res
 	}
-	c.sendBackground(resp)
+	return resp
 }
 
 // oversized handles a message dropped for its size that carried an id.
@@ -868,5 +899,6 @@ func (c *Conn) Stats() Stats {
 		DroppedNotifications: c.st.droppedNotes.Load(),
 		DroppedProgress:      c.st.droppedProgress.Load(),
 		RefusedRequests:      c.st.refused.Load(),
+		DroppedWrites:        c.st.droppedWrites.Load(),
 	}
 }

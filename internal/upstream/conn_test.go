@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -489,5 +490,48 @@ func TestCallAfterClose(t *testing.T) {
 	}
 	if c.Err() != nil {
 		t.Errorf("Err after Close = %v, want nil", c.Err())
+	}
+}
+
+// TestSecretsStayOutOfLogsAndErrors puts a canary in a stdio server's
+// environment and an HTTP server's headers, provokes every path that logs or
+// fails, and looks for the canary everywhere toolgate writes.
+func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
+	const canary = "canary-secret-5e1f"
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	log := newLogger(&logs, &mu)
+	var seen []string
+
+	spec, marker := upstreamtest.Spec(t)
+	spec.Env = map[string]string{"API_TOKEN": canary}
+	spec.Logger = log
+	c, p, _ := dialSpec(t, spec, marker, upstream.Options{Logger: log})
+	toolText(t, c, "leak", "")
+	toolText(t, c, "echo", `{"text":"after"}`) // the leak's lines are read by now
+	tail := p.StderrTail()
+	if !strings.Contains(tail, "config: API_TOKEN=[redacted]") {
+		t.Errorf("stderr tail does not show the redacted variable: %s", tail)
+	}
+	seen = append(seen, tail)
+	_, err := c.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"crash"}`))
+	seen = append(seen, err.Error(), fmt.Sprint(c.Err()))
+
+	s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{Session: true})
+	hc := dialHTTP(t, upstream.HTTPSpec{URL: s.URL + "?key=" + canary, Headers: upstream.StaticHeaders{"X-Api-Key": canary}}, upstream.Options{Logger: log})
+	s.Refuse(http.StatusUnauthorized, "Bearer")
+	_, err = hc.Call(testCtx(t), "ping", nil)
+	seen = append(seen, err.Error(), fmt.Sprint(hc.Err()))
+	s.Refuse(0, "")
+	_, err = upstream.DialHTTP(testCtx(t), upstream.HTTPSpec{URL: "http://127.0.0.1:1/?token=" + canary, Headers: upstream.StaticHeaders{"Authorization": canary}}, upstream.Options{Logger: log})
+	seen = append(seen, err.Error())
+
+	mu.Lock()
+	seen = append(seen, logs.String())
+	mu.Unlock()
+	for _, s := range seen {
+		if strings.Contains(s, canary) {
+			t.Errorf("the secret appears in: %s", s)
+		}
 	}
 }

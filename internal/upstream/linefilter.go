@@ -31,6 +31,8 @@ type lineFilter struct {
 	// onOversize is called (on the reading goroutine) for a dropped oversized
 	// object that carried an id; isRequest says it also had a method.
 	onOversize func(id json.RawMessage, isRequest bool)
+	// redact removes known secrets from a dropped line before it is logged.
+	redact func(string) string
 
 	acc        []byte // a line longer than the reader's buffer, being gathered
 	out        []byte // the current line, not yet handed out
@@ -115,13 +117,17 @@ func (f *lineFilter) accept(line []byte) {
 	}
 	n := f.st.droppedLines.Add(1)
 	if logWorthy(n) {
+		// Redact before cutting, so no prefix of a secret survives the cut.
+		text := string(line)
+		if f.redact != nil {
+			text = f.redact(text)
+		}
 		const show = 120
-		shown := line
-		if len(shown) > show {
-			shown = shown[:show]
+		if len(text) > show {
+			text = text[:show]
 		}
 		f.log.Warn("upstream wrote a non-protocol line to stdout; dropped",
-			"line", string(shown), "bytes", len(line), "dropped_total", n)
+			"line", text, "bytes", len(line), "dropped_total", n)
 	}
 }
 

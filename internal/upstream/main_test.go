@@ -62,13 +62,13 @@ func runHelper(h string) int {
 
 // dial starts the fixture with args and opens a connection to it; both are
 // stopped, and the marker checked gone, when the test ends.
-func dial(t *testing.T, opts upstream.Options, args ...string) (*upstream.Conn, *upstream.Process, string) {
+func dial(t testing.TB, opts upstream.Options, args ...string) (*upstream.Conn, *upstream.Process, string) {
 	t.Helper()
 	spec, marker := upstreamtest.Spec(t, args...)
 	return dialSpec(t, spec, marker, opts)
 }
 
-func dialSpec(t *testing.T, spec upstream.Spec, marker string, opts upstream.Options) (*upstream.Conn, *upstream.Process, string) {
+func dialSpec(t testing.TB, spec upstream.Spec, marker string, opts upstream.Options) (*upstream.Conn, *upstream.Process, string) {
 	t.Helper()
 	p, err := upstream.Start(spec)
 	if err != nil {
@@ -85,7 +85,7 @@ func dialSpec(t *testing.T, spec upstream.Spec, marker string, opts upstream.Opt
 	return c, p, marker
 }
 
-func testCtx(t *testing.T) context.Context {
+func testCtx(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx

@@ -84,6 +84,8 @@ type Process struct {
 	stderr *pipeEnd
 	tail   *tail
 
+	secrets []string // the declared values, kept out of the tail and the logs
+
 	dialed    atomic.Bool
 	stage     atomic.Int32 // stop escalation reached: 0 none, 1 stdin closed, 2 SIGTERM, 3 SIGKILL
 	stopOnce  sync.Once
@@ -197,6 +199,7 @@ func Start(spec Spec) (*Process, error) {
 		stdout:    &pipeEnd{f: outR},
 		stderr:    &pipeEnd{f: errR},
 		tail:      newTail(spec.StderrTailBytes, spec.StderrTailLines),
+		secrets:   secretValues(spec.Env),
 		exited:    make(chan struct{}),
 		done:      make(chan struct{}),
 		stderrEOF: make(chan struct{}),
@@ -268,8 +271,30 @@ func (p *Process) ExitStatus() (ExitStatus, bool) {
 }
 
 // StderrTail returns the last lines the server wrote to stderr (bounded by the
-// Spec). It may hold whatever the server chose to print.
-func (p *Process) StderrTail() string { return p.tail.String() }
+// Spec), with every declared environment value (of 4 bytes or more) replaced
+// by [redacted]: servers print their configuration.
+func (p *Process) StderrTail() string { return p.redact(p.tail.String()) }
+
+// redact replaces the declared environment values in s.
+func (p *Process) redact(s string) string {
+	for _, v := range p.secrets {
+		s = strings.ReplaceAll(s, v, "[redacted]")
+	}
+	return s
+}
+
+// secretValues returns the declared values worth redacting, longest first so a
+// value that contains another is replaced whole.
+func secretValues(env map[string]string) []string {
+	var vs []string
+	for _, v := range env {
+		if len(v) >= 4 {
+			vs = append(vs, v)
+		}
+	}
+	sort.Slice(vs, func(i, j int) bool { return len(vs[i]) > len(vs[j]) })
+	return vs
+}
 
 // StderrBytes returns how many bytes the server has written to stderr in all.
 func (p *Process) StderrBytes() int64 { return p.tail.Total() }

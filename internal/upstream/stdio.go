@@ -31,6 +31,7 @@ func DialStdio(ctx context.Context, p *Process, opts Options) (*Conn, error) {
 	c := newConn(opts)
 	filter := newLineFilter(p.stdout, c.opts.MaxMessageBytes, c.log, &c.st)
 	filter.onOversize = c.oversized
+	filter.redact = p.redact
 	// The filter enforces the size cap per line; the go-sdk's own cap counts
 	// bytes its decoder reads ahead, so it is turned off rather than doubled.
 	iot := &mcp.IOTransport{Reader: filter, Writer: p.stdin, MaxLineLength: -1}
