@@ -432,15 +432,17 @@ func TestHTTPCancellation(t *testing.T) {
 }
 
 func TestHTTPOversizedBody(t *testing.T) {
-	s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{})
-	c := dialHTTP(t, upstream.HTTPSpec{URL: s.URL}, upstream.Options{MaxMessageBytes: 64 << 10})
-	_, err := c.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"echo","arguments":{"bytes":100000}}`))
-	var big *upstream.MessageTooLargeError
-	if !errors.As(err, &big) {
-		t.Fatalf("oversized body: %v", err)
-	}
-	if got := toolText(t, c, "echo", `{"text":"small"}`); got != "small" {
-		t.Errorf("after an oversized body: %q", got)
+	for _, chunked := range []bool{false, true} {
+		s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{Chunked: chunked})
+		c := dialHTTP(t, upstream.HTTPSpec{URL: s.URL}, upstream.Options{MaxMessageBytes: 64 << 10})
+		_, err := c.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"echo","arguments":{"bytes":100000}}`))
+		var big *upstream.MessageTooLargeError
+		if !errors.As(err, &big) {
+			t.Fatalf("chunked=%v: oversized body: %v", chunked, err)
+		}
+		if got := toolText(t, c, "echo", `{"text":"small"}`); got != "small" {
+			t.Errorf("chunked=%v: after an oversized body: %q", chunked, got)
+		}
 	}
 }
 

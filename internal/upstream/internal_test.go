@@ -2,13 +2,17 @@ package upstream
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 func TestIDScan(t *testing.T) {
@@ -187,5 +191,134 @@ func TestRewriteProgressToken(t *testing.T) {
 	}
 	if id, ok := progressID(json.RawMessage(`{"progressToken":"17"}`)); !ok || id != 17 {
 		t.Errorf("string token: %d %v", id, ok)
+	}
+}
+
+// fakeConn is an mcp.Connection whose writes can be held, as a server that
+// stops reading its stdin holds them, and which answers initialize itself.
+type fakeConn struct {
+	gate   chan struct{} // writes wait while it is open
+	mu     sync.Mutex
+	writes []jsonrpc.Message
+	reads  chan jsonrpc.Message
+	closed chan struct{}
+	once   sync.Once
+}
+
+func newFakeConn() *fakeConn {
+	g := make(chan struct{})
+	close(g)
+	return &fakeConn{gate: g, reads: make(chan jsonrpc.Message, 16), closed: make(chan struct{})}
+}
+
+func (f *fakeConn) Read(ctx context.Context) (jsonrpc.Message, error) {
+	select {
+	case m := <-f.reads:
+		return m, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-f.closed:
+		return nil, io.EOF
+	}
+}
+
+func (f *fakeConn) Write(ctx context.Context, m jsonrpc.Message) error {
+	f.mu.Lock()
+	gate := f.gate
+	f.mu.Unlock()
+	select {
+	case <-gate:
+	case <-f.closed:
+		return io.ErrClosedPipe
+	}
+	f.mu.Lock()
+	f.writes = append(f.writes, m)
+	f.mu.Unlock()
+	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "initialize" {
+		f.reads <- &jsonrpc.Response{ID: r.ID, Result: json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}`)}
+	}
+	return nil
+}
+
+func (f *fakeConn) Close() error      { f.once.Do(func() { close(f.closed) }); return nil }
+func (f *fakeConn) SessionID() string { return "" }
+
+func (f *fakeConn) hold() {
+	f.mu.Lock()
+	f.gate = make(chan struct{})
+	f.mu.Unlock()
+}
+
+func (f *fakeConn) release() {
+	f.mu.Lock()
+	close(f.gate)
+	f.mu.Unlock()
+}
+
+func (f *fakeConn) written() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, m := range f.writes {
+		b, _ := jsonrpc.EncodeMessage(m)
+		out = append(out, string(b))
+	}
+	return out
+}
+
+// TestCancelBeforeWrite: a call cancelled while its request still waits for a
+// stuck writer returns at once and is never sent, nor is its cancellation; a
+// call cancelled after its request went out is followed by notifications/cancelled.
+func TestCancelBeforeWrite(t *testing.T) {
+	f := newFakeConn()
+	c := newConn(Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.start(ctx, transport{conn: f, kind: "fake", serial: true, terminal: func(error) bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	f.hold()
+	ctxA, cancelA := context.WithCancel(context.Background())
+	doneA := make(chan error, 1)
+	go func() { _, err := c.Call(ctxA, "a/method", nil); doneA <- err }()
+	time.Sleep(50 * time.Millisecond) // the writer now holds A, stuck
+	ctxB, cancelB := context.WithCancel(context.Background())
+	doneB := make(chan error, 1)
+	go func() { _, err := c.Call(ctxB, "b/method", nil); doneB <- err }()
+	time.Sleep(50 * time.Millisecond) // B waits in the queue
+	cancelB()
+	select {
+	case err := <-doneB:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("B: %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("a call waiting behind a stuck write did not return when cancelled")
+	}
+	f.release()
+	time.Sleep(50 * time.Millisecond) // A is written now
+	cancelA()
+	if err := <-doneA; !errors.Is(err, context.Canceled) {
+		t.Fatalf("A: %v", err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(f.written()) < 4 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	got := f.written()
+	want := []string{
+		`"method":"initialize"`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"a/method"}`,
+		`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"cancelled"}}`,
+	}
+	if len(got) != len(want) {
+		t.Fatalf("written %q", got)
+	}
+	for i := range want {
+		if !strings.Contains(got[i], want[i]) {
+			t.Errorf("write %d = %s, want %s", i, got[i], want[i])
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -125,40 +126,28 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, &AuthRequiredError{StatusCode: resp.StatusCode, Challenge: challenge, URL: redactURL(r.URL)}
 	}
 	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
+		// A JSON answer is read whole here, under the cap. The go-sdk reads it in
+		// a goroutine with the call's context and treats any read error as the
+		// end of the connection: a caller cancelling at the wrong moment, or one
+		// oversized answer, would end it for every caller. Here either fails
+		// only this request.
 		if resp.ContentLength > int64(t.maxBody) {
 			resp.Body.Close()
 			return nil, &MessageTooLargeError{Limit: t.maxBody}
 		}
-		resp.Body = &cappedBody{rc: resp.Body, left: int64(t.maxBody), limit: t.maxBody}
+		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxBody)+1))
+		resp.Body.Close()
+		if err != nil {
+			return nil, err
+		}
+		if len(data) > t.maxBody {
+			return nil, &MessageTooLargeError{Limit: t.maxBody}
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(data))
+		resp.ContentLength = int64(len(data))
 	}
 	return resp, nil
 }
-
-// cappedBody fails a JSON body that grows past the cap (one without a
-// Content-Length, which RoundTrip checked up front).
-type cappedBody struct {
-	rc    io.ReadCloser
-	left  int64
-	limit int
-}
-
-func (b *cappedBody) Read(p []byte) (int, error) {
-	if b.left <= 0 {
-		var one [1]byte
-		if n, _ := b.rc.Read(one[:]); n > 0 {
-			return 0, &MessageTooLargeError{Limit: b.limit}
-		}
-		return b.rc.Read(p)
-	}
-	if int64(len(p)) > b.left {
-		p = p[:b.left]
-	}
-	n, err := b.rc.Read(p)
-	b.left -= int64(n)
-	return n, err
-}
-
-func (b *cappedBody) Close() error { return b.rc.Close() }
 
 // originOf is scheme://host:port with the default port made explicit.
 func originOf(u *url.URL) string {

@@ -18,9 +18,10 @@ import (
 // records every request it receives, headers included, so tests can check
 // what reached it (a secret header, Mcp-Protocol-Version, a cancellation).
 type HTTPServer struct {
-	URL string
-	srv *httptest.Server
-	sse bool
+	URL     string
+	srv     *httptest.Server
+	sse     bool
+	chunked bool
 
 	mu       sync.Mutex
 	requests []Request
@@ -45,12 +46,14 @@ type HTTPServerOptions struct {
 	// Session mints an Mcp-Session-Id at initialize, requires it afterwards
 	// (404 without it) and offers the standalone GET stream.
 	Session bool
+	// Chunked sends JSON answers without Content-Length, in two chunks.
+	Chunked bool
 }
 
 // NewHTTPServer starts an HTTPServer at URL + "/mcp", closed when the test ends.
 func NewHTTPServer(t testing.TB, opts HTTPServerOptions) *HTTPServer {
 	t.Helper()
-	s := &HTTPServer{sse: opts.SSE}
+	s := &HTTPServer{sse: opts.SSE, chunked: opts.Chunked}
 	if opts.Session {
 		s.session = "session-" + Marker(t)
 	}
@@ -194,6 +197,12 @@ func (s *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	if s.chunked {
+		io.WriteString(w, msg[:len(msg)/2])
+		w.(http.Flusher).Flush()
+		io.WriteString(w, msg[len(msg)/2:])
+		return
+	}
 	w.Header().Set("Content-Length", fmt.Sprint(len(msg)))
 	io.WriteString(w, msg)
 }
