@@ -56,10 +56,12 @@ func DefaultRequestHandler(_ context.Context, method string, _ json.RawMessage) 
 }
 
 // ProgressFunc receives the params of a notifications/progress for one call,
-// with the caller's own progressToken restored. It is called on the
-// connection's reader goroutine, in order, and never after the call has
-// returned; it must not block for long (it holds up this upstream's messages,
-// no other upstream's).
+// with the caller's own progressToken restored. It is called on the goroutine
+// that read the notification (the connection's reader, or over HTTP the
+// standalone stream's), in order, and always before the call's answer is
+// delivered; when the call is cancelled instead, one already under way may
+// finish after Call returned. It must not block for long: it holds up this
+// upstream's messages (no other upstream's).
 type ProgressFunc func(params json.RawMessage)
 
 // Options configures a connection. The zero value is usable.
