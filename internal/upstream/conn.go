@@ -171,8 +171,10 @@ type transport struct {
 	explain func(error) error
 	// redact removes secrets (URL query, userinfo) from transport errors.
 	redact func(error) error
-	// handshaken runs once initialize succeeded.
-	handshaken func(*Conn)
+	// negotiated runs once initialize answered, before notifications/initialized.
+	negotiated func(version string)
+	// ready runs once the handshake is complete.
+	ready func(*Conn)
 	// closed runs when the connection ends, after the go-sdk connection is closed.
 	closed func()
 }
@@ -312,11 +314,14 @@ func (c *Conn) handshake(ctx context.Context) error {
 		Instructions:    r.Instructions,
 		Result:          res,
 	}
-	if c.t.handshaken != nil {
-		c.t.handshaken(c)
+	if c.t.negotiated != nil {
+		c.t.negotiated(r.ProtocolVersion)
 	}
 	if err := c.Notify(ctx, "notifications/initialized", nil); err != nil {
 		return fmt.Errorf("upstream: notifications/initialized: %w", err)
+	}
+	if c.t.ready != nil {
+		c.t.ready(c)
 	}
 	return nil
 }

@@ -125,13 +125,12 @@ func (d *httpDialer) streamable(ctx context.Context) (*Conn, int, error) {
 	}
 	var status atomic.Int32
 	err = c.start(context.WithValue(ctx, statusKey{}, &status), transport{
-		conn:     mconn,
-		kind:     "streamable-http",
-		terminal: func(error) bool { return true }, // the go-sdk's read errors are sticky
-		redact:   d.redact,
-		handshaken: func(c *Conn) {
-			v := c.hs.ProtocolVersion
-			d.ht.version.Store(&v)
+		conn:       mconn,
+		kind:       "streamable-http",
+		terminal:   func(error) bool { return true }, // the go-sdk's read errors are sticky
+		redact:     d.redact,
+		negotiated: func(v string) { d.ht.version.Store(&v) },
+		ready: func(c *Conn) {
 			if sid := mconn.SessionID(); sid != "" && !d.spec.NoStandaloneStream {
 				go c.listen(d.client, d.spec.URL, sid)
 			}
