@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/internal/rpcwire"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
@@ -283,7 +284,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 	if !isObject(c.opts.Capabilities) {
 		return errors.New("upstream: Options.Capabilities must be a JSON object")
 	}
-	params, err := marshalRaw(initializeParams{LatestProtocolVersion, c.opts.Capabilities, c.opts.ClientInfo})
+	params, err := rpcwire.Encode(initializeParams{LatestProtocolVersion, c.opts.Capabilities, c.opts.ClientInfo})
 	if err != nil {
 		return fmt.Errorf("upstream: encoding initialize: %w", err)
 	}
@@ -522,7 +523,7 @@ func (c *Conn) cancelUpstream(id int64, cause error) {
 	if errors.Is(cause, context.DeadlineExceeded) {
 		reason = "timed out"
 	}
-	params, _ := marshalRaw(struct {
+	params, _ := rpcwire.Encode(struct {
 		RequestID int64  `json:"requestId"`
 		Reason    string `json:"reason"`
 	}{id, reason})

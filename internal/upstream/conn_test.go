@@ -50,12 +50,8 @@ func TestVersionNegotiation(t *testing.T) {
 		}
 	}
 	spec, marker := upstreamtest.Spec(t, "-version", "1999-01-01")
-	p, err := upstream.Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstreamtest.Reap(t, p, marker)
-	_, err = upstream.DialStdio(testCtx(t), p, upstream.Options{})
+	p := upstreamtest.Start(t, spec, marker)
+	_, err := upstream.DialStdio(testCtx(t), p, upstream.Options{})
 	var uv *upstream.UnsupportedVersionError
 	if !errors.As(err, &uv) || uv.Answered != "1999-01-01" {
 		t.Fatalf("DialStdio with an unsupported version answered: %v", err)
@@ -113,14 +109,7 @@ func TestCancelSendsNotificationsCancelled(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond) // let the request reach the server
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled call returned %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cancelled call did not return")
-	}
+	awaitCancelled(t, done)
 	// The notification follows the request on the one stdin; a call made after
 	// it is read after it.
 	recs := cancellations(t, c)
@@ -151,11 +140,7 @@ func TestHangingCallTimesOut(t *testing.T) {
 
 func TestHangingInitialize(t *testing.T) {
 	spec, marker := upstreamtest.Spec(t, "-hang-init")
-	p, err := upstream.Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstreamtest.Reap(t, p, marker)
+	p := upstreamtest.Start(t, spec, marker)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	if _, err := upstream.DialStdio(ctx, p, upstream.Options{}); !errors.Is(err, context.DeadlineExceeded) {

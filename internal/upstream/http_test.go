@@ -404,14 +404,7 @@ func TestHTTPCancellation(t *testing.T) {
 	}()
 	time.Sleep(100 * time.Millisecond)
 	cancel()
-	select {
-	case err := <-done:
-		if !errors.Is(err, context.Canceled) {
-			t.Fatalf("cancelled call: %v", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("cancelled call did not return")
-	}
+	awaitCancelled(t, done)
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var found bool

@@ -3,6 +3,7 @@ package upstream_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -70,11 +71,7 @@ func dial(t testing.TB, opts upstream.Options, args ...string) (*upstream.Conn, 
 
 func dialSpec(t testing.TB, spec upstream.Spec, marker string, opts upstream.Options) (*upstream.Conn, *upstream.Process, string) {
 	t.Helper()
-	p, err := upstream.Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstreamtest.Reap(t, p, marker)
+	p := upstreamtest.Start(t, spec, marker)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	c, err := upstream.DialStdio(ctx, p, opts)
@@ -104,4 +101,17 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// awaitCancelled waits for a cancelled call's error, which must come at once.
+func awaitCancelled(t testing.TB, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled call returned %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelled call did not return")
+	}
 }

@@ -218,11 +218,7 @@ func TestCrashTakesTheGroupWithIt(t *testing.T) {
 func TestStopHonoursContext(t *testing.T) {
 	spec, marker := upstreamtest.Spec(t, "-ignore-eof", "-ignore-term")
 	spec.StopGrace = time.Hour
-	p, err := upstream.Start(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	upstreamtest.Reap(t, p, marker)
+	p := upstreamtest.Start(t, spec, marker)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := p.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {

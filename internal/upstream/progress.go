@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
+
+	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
 var progressTokenKey = []byte(`"progressToken"`)
@@ -32,10 +34,10 @@ func rewriteProgressToken(params json.RawMessage, id int64) (out, token json.Raw
 	}
 	meta["progressToken"] = strconv.AppendInt(nil, id, 10)
 	var err error
-	if top["_meta"], err = marshalRaw(meta); err != nil {
+	if top["_meta"], err = rpcwire.Encode(meta); err != nil {
 		return params, nil, false
 	}
-	if out, err = marshalRaw(top); err != nil {
+	if out, err = rpcwire.Encode(top); err != nil {
 		return params, nil, false
 	}
 	return out, token, true
@@ -70,18 +72,6 @@ func restoreProgressToken(params, token json.RawMessage) (json.RawMessage, bool)
 		return nil, false
 	}
 	top["progressToken"] = token
-	out, err := marshalRaw(top)
+	out, err := rpcwire.Encode(top)
 	return out, err == nil
-}
-
-// marshalRaw encodes v without HTML escaping, so "<" in a forwarded string
-// stays "<".
-func marshalRaw(v any) (json.RawMessage, error) {
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte{'\n'}), nil
 }

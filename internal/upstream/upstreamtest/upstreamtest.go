@@ -147,6 +147,18 @@ func WaitGone(t testing.TB, marker string, limit time.Duration) {
 	}
 }
 
+// Start starts spec (a fixture Spec with its marker) and reaps it when the
+// test ends.
+func Start(t testing.TB, spec upstream.Spec, marker string) *upstream.Process {
+	t.Helper()
+	p, err := upstream.Start(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	Reap(t, p, marker)
+	return p
+}
+
 // Reap stops p when the test ends and checks that nothing with marker is left.
 func Reap(t testing.TB, p *upstream.Process, marker string) {
 	t.Helper()
