@@ -520,3 +520,19 @@ func TestSecretsStayOutOfLogsAndErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestBatchFromServer(t *testing.T) {
+	got := make(chan upstream.Notification, 4)
+	c, _, _ := dial(t, upstream.Options{OnNotification: func(n upstream.Notification) { got <- n }})
+	if text := toolText(t, c, "batch", ""); text != "batched" {
+		t.Fatalf("answer in a batch: %q", text)
+	}
+	select {
+	case n := <-got:
+		if n.Method != "notifications/message" || string(n.Params) != `{"level":"info","data":"in a batch"}` {
+			t.Errorf("notification in the batch: %s %s", n.Method, n.Params)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("notification in the batch lost")
+	}
+}

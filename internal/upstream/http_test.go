@@ -527,3 +527,56 @@ func TestConformanceEverythingServer(t *testing.T) {
 		t.Errorf("resources/list: %s %v", res, err)
 	}
 }
+
+// TestHTTPProgressAndServerRequests: over Streamable HTTP the go-sdk server's
+// progress and its roots/list request come on the call's response stream; the
+// progress reaches the caller with its own token, the request the handler.
+func TestHTTPProgressAndServerRequests(t *testing.T) {
+	server := mcp.NewServer(&mcp.Implementation{Name: "sdk-server", Version: "1.0.0"}, nil)
+	server.AddTool(&mcp.Tool{Name: "work", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			tok := req.Params.GetProgressToken()
+			for i := 1; i <= 3; i++ {
+				if err := req.Session.NotifyProgress(ctx, &mcp.ProgressNotificationParams{ProgressToken: tok, Progress: float64(i), Total: 3}); err != nil {
+					return nil, err
+				}
+			}
+			roots, err := req.Session.ListRoots(ctx, nil)
+			if err != nil {
+				return nil, err
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: roots.Roots[0].URI}}}, nil
+		})
+	srv := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, nil))
+	t.Cleanup(srv.Close)
+	handler := func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
+		if method == "roots/list" {
+			return json.RawMessage(`{"roots":[{"uri":"file:///workspace","name":"w"}]}`), nil
+		}
+		return upstream.DefaultRequestHandler(ctx, method, params)
+	}
+	c := dialHTTP(t, upstream.HTTPSpec{URL: srv.URL}, upstream.Options{OnRequest: handler, Capabilities: json.RawMessage(`{"roots":{}}`)})
+	var progress []string
+	res, err := c.CallWithProgress(testCtx(t), "tools/call",
+		json.RawMessage(`{"name":"work","arguments":{},"_meta":{"progressToken":"caller-7"}}`),
+		func(p json.RawMessage) { progress = append(progress, string(p)) })
+	if err != nil || !bytes.Contains(res, []byte("file:///workspace")) {
+		t.Fatalf("tools/call: %s %v", res, err)
+	}
+	if len(progress) != 3 || !strings.Contains(progress[2], `"progressToken":"caller-7"`) || !strings.Contains(progress[2], `"progress":3`) {
+		t.Errorf("progress %v", progress)
+	}
+}
+
+func TestFallbackFailureNamesBoth(t *testing.T) {
+	s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{})
+	s.Refuse(http.StatusNotFound, "")
+	_, err := upstream.DialHTTP(testCtx(t), upstream.HTTPSpec{URL: s.URL}, upstream.Options{})
+	if err == nil || !strings.Contains(err.Error(), "HTTP 404") || !strings.Contains(err.Error(), "legacy SSE") {
+		t.Fatalf("dial against 404: %v", err)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 2 || reqs[0].Method != http.MethodPost || reqs[1].Method != http.MethodGet {
+		t.Errorf("requests %+v, want the POST then the legacy GET", reqs)
+	}
+}

@@ -9,7 +9,7 @@
 // -page-size N, -record FILE. Tools (tools/call): echo {text}, env, crash
 // {code}, hang, sleep {ms}, progress {steps}, cancellations, change_tools,
 // noise, stderr {bytes}, big {bytes}, ask {method, params}, notify {method,
-// count}, pids, awkward, leak (prints its environment to stderr and
+// count}, pids, awkward, batch (answers inside a batch), leak (prints its environment to stderr and
 // stdout). Its tools/list and the awkward tool's result hold
 // JSON that typed SDKs rewrite (1.50, 1e2, a 20-digit integer, $schema, $defs,
 // unknown members, an unknown content type); -record lets a test compare the
