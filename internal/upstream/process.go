@@ -425,12 +425,20 @@ func envValue(env []string, name string) string {
 }
 
 // lookPath resolves command as the server's own PATH would: a name with a slash
-// is used as is (relative to dir), a bare name is searched in pathList.
+// is used as is (relative to dir), a bare name is searched in pathList
+// (relative entries relative to dir). The result is absolute, so exec.Cmd does
+// not resolve it against Dir a second time.
 func lookPath(command, pathList, dir string) (string, error) {
-	if strings.ContainsRune(command, filepath.Separator) || strings.ContainsRune(command, '/') {
-		p := command
+	abs := func(p string) (string, error) {
 		if !filepath.IsAbs(p) && dir != "" {
 			p = filepath.Join(dir, p)
+		}
+		return filepath.Abs(p)
+	}
+	if strings.ContainsRune(command, filepath.Separator) || strings.ContainsRune(command, '/') {
+		p, err := abs(command)
+		if err != nil {
+			return "", err
 		}
 		if err := executable(p); err != nil {
 			return "", err
@@ -441,11 +449,8 @@ func lookPath(command, pathList, dir string) (string, error) {
 		if d == "" {
 			d = "."
 		}
-		if !filepath.IsAbs(d) && dir != "" {
-			d = filepath.Join(dir, d)
-		}
-		p := filepath.Join(d, command)
-		if executable(p) == nil {
+		p, err := abs(filepath.Join(d, command))
+		if err == nil && executable(p) == nil {
 			return p, nil
 		}
 	}

@@ -104,6 +104,23 @@ func TestCommandLookedUpInServerPath(t *testing.T) {
 	}
 }
 
+func TestRelativeCommandAndDir(t *testing.T) {
+	root := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(root, "srv", "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(upstreamtest.Fixture(t), filepath.Join(root, "srv", "bin", "server")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	spec, marker := upstreamtest.Spec(t)
+	spec.Command, spec.Dir = "./bin/server", "srv"
+	c, _, _ := dialSpec(t, spec, marker, upstream.Options{})
+	if got := toolText(t, c, "echo", `{"text":"relative"}`); got != "relative" {
+		t.Errorf("echo = %q", got)
+	}
+}
+
 func TestStartErrorsNameNoSecret(t *testing.T) {
 	secretArg, secretEnv := "SECRET-ARG-7d2", "SECRET-ENV-91b"
 	cases := []upstream.Spec{
