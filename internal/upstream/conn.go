@@ -636,6 +636,11 @@ func (c *Conn) dispatch(msg jsonrpc.Message) {
 
 func (c *Conn) deliver(m *jsonrpc.Response) {
 	id, ok := m.ID.Raw().(int64)
+	if s, isString := m.ID.Raw().(string); isString {
+		// Some servers echo ids as strings; ours are integers.
+		n, err := strconv.ParseInt(s, 10, 64)
+		id, ok = n, err == nil
+	}
 	var p *pending
 	if ok {
 		c.mu.Lock()

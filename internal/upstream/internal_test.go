@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -234,8 +235,14 @@ func (f *fakeConn) Write(ctx context.Context, m jsonrpc.Message) error {
 	f.mu.Lock()
 	f.writes = append(f.writes, m)
 	f.mu.Unlock()
-	if r, ok := m.(*jsonrpc.Request); ok && r.Method == "initialize" {
-		f.reads <- &jsonrpc.Response{ID: r.ID, Result: json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}`)}
+	if r, ok := m.(*jsonrpc.Request); ok {
+		switch r.Method {
+		case "initialize":
+			f.reads <- &jsonrpc.Response{ID: r.ID, Result: json.RawMessage(`{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"fake","version":"0"}}`)}
+		case "string/id": // answered with the id as a string, as some servers do
+			id, _ := jsonrpc.MakeID(fmt.Sprint(r.ID.Raw()))
+			f.reads <- &jsonrpc.Response{ID: id, Result: json.RawMessage(`{"ok":true}`)}
+		}
 	}
 	return nil
 }
@@ -320,5 +327,19 @@ func TestCancelBeforeWrite(t *testing.T) {
 		if !strings.Contains(got[i], want[i]) {
 			t.Errorf("write %d = %s, want %s", i, got[i], want[i])
 		}
+	}
+}
+
+func TestStringIDAnswered(t *testing.T) {
+	f := newFakeConn()
+	c := newConn(Options{})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := c.start(ctx, transport{conn: f, kind: "fake", serial: true, terminal: func(error) bool { return true }}); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if res, err := c.Call(ctx, "string/id", nil); err != nil || string(res) != `{"ok":true}` {
+		t.Fatalf("answer with a string id: %s %v", res, err)
 	}
 }
