@@ -299,7 +299,7 @@ func TestProgressTokensRewritten(t *testing.T) {
 				return
 			}
 			for i, p := range got {
-				want := fmt.Sprintf(`{"message":"step %d","progress":%d,"progressToken":"caller-token","total":%d}`, i+1, i+1, steps)
+				want := fmt.Sprintf(`{"progressToken":"caller-token","progress":%d,"total":%d,"message":"step %d"}`, i+1, steps, i+1)
 				if p != want {
 					t.Errorf("notification %d = %s, want %s", i, p, want)
 				}

@@ -182,13 +182,22 @@ func TestRewriteProgressToken(t *testing.T) {
 	if !ok || string(tok) != `"tok"` {
 		t.Fatalf("rewrite: %s %s %v", out, tok, ok)
 	}
-	if want := `{"_meta":{"other":1e2,"progressToken":17},"arguments":{"n":1.50,"s":"<&>"},"name":"x"}`; string(out) != want {
+	if want := `{"name":"x","arguments":{"n":1.50,"s":"<&>"},"_meta":{"progressToken":17,"other":1e2}}`; string(out) != want {
 		t.Errorf("rewritten %s, want %s", out, want)
 	}
 	for _, p := range []string{`{"name":"x"}`, `{"_meta":{}}`, `{"_meta":"progressToken"}`, `not json "progressToken"`} {
 		if out, _, ok := rewriteProgressToken(json.RawMessage(p), 1); ok || string(out) != p {
 			t.Errorf("%s rewritten to %s", p, out)
 		}
+	}
+	spaced := json.RawMessage(`{ "_meta" : { "progressToken" : {"odd":[1]} , "x":1}, "_meta2":{"progressToken":1}}`)
+	if out, tok, ok := rewriteProgressToken(spaced, 3); !ok || string(tok) != `{"odd":[1]}` ||
+		string(out) != `{ "_meta" : { "progressToken" : 3 , "x":1}, "_meta2":{"progressToken":1}}` {
+		t.Errorf("spaced: %s %s %v", out, tok, ok)
+	}
+	back, ok := restoreProgressToken(json.RawMessage(`{"progress":1,"progressToken":3,"total":2.50}`), json.RawMessage(`"caller"`))
+	if !ok || string(back) != `{"progress":1,"progressToken":"caller","total":2.50}` {
+		t.Errorf("restored %s %v", back, ok)
 	}
 	if id, ok := progressID(json.RawMessage(`{"progressToken":"17"}`)); !ok || id != 17 {
 		t.Errorf("string token: %d %v", id, ok)

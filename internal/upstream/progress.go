@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"strconv"
-
-	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
 var progressTokenKey = []byte(`"progressToken"`)
@@ -13,33 +11,26 @@ var progressTokenKey = []byte(`"progressToken"`)
 // rewriteProgressToken replaces params._meta.progressToken with the upstream
 // request id, so tokens of different callers sharing one connection cannot
 // collide, and returns the caller's token to restore on the way back. Only the
-// two edited objects are re-encoded (their keys end up sorted); every value,
-// the other members included, keeps its bytes. ok is false, and params are
-// returned unchanged, when there is no token.
+// token's bytes change: everything else keeps its bytes and its order. ok is
+// false, and params are returned unchanged, when there is no token.
 func rewriteProgressToken(params json.RawMessage, id int64) (out, token json.RawMessage, ok bool) {
 	if !bytes.Contains(params, progressTokenKey) {
 		return params, nil, false
 	}
-	var top map[string]json.RawMessage
-	if json.Unmarshal(params, &top) != nil {
+	ms, me, ok := memberValue(params, "_meta")
+	if !ok {
 		return params, nil, false
 	}
-	var meta map[string]json.RawMessage
-	if raw, has := top["_meta"]; !has || json.Unmarshal(raw, &meta) != nil {
+	ts, te, ok := memberValue(params[ms:me], "progressToken")
+	if !ok {
 		return params, nil, false
 	}
-	token, has := meta["progressToken"]
-	if !has {
-		return params, nil, false
-	}
-	meta["progressToken"] = strconv.AppendInt(nil, id, 10)
-	var err error
-	if top["_meta"], err = rpcwire.Encode(meta); err != nil {
-		return params, nil, false
-	}
-	if out, err = rpcwire.Encode(top); err != nil {
-		return params, nil, false
-	}
+	ts, te = ms+ts, ms+te
+	token = bytes.Clone(params[ts:te])
+	out = make(json.RawMessage, 0, len(params)+20)
+	out = append(out, params[:ts]...)
+	out = strconv.AppendInt(out, id, 10)
+	out = append(out, params[te:]...)
 	return out, token, true
 }
 
@@ -65,13 +56,40 @@ func progressID(params json.RawMessage) (int64, bool) {
 }
 
 // restoreProgressToken puts the caller's token back into a progress
-// notification's params.
+// notification's params, changing no other byte.
 func restoreProgressToken(params, token json.RawMessage) (json.RawMessage, bool) {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(params, &top) != nil {
+	s, e, ok := memberValue(params, "progressToken")
+	if !ok {
 		return nil, false
 	}
-	top["progressToken"] = token
-	out, err := rpcwire.Encode(top)
-	return out, err == nil
+	out := make(json.RawMessage, 0, len(params)-(e-s)+len(token))
+	out = append(out, params[:s]...)
+	out = append(out, token...)
+	out = append(out, params[e:]...)
+	return out, true
+}
+
+// memberValue finds the bytes of the value of member key in the JSON object
+// obj (the last one, as decoders keep the last of duplicate members), as the
+// range obj[start:end].
+func memberValue(obj []byte, key string) (start, end int, ok bool) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, 0, false
+	}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return 0, 0, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return 0, 0, false
+		}
+		if k, _ := t.(string); k == key {
+			end = int(dec.InputOffset())
+			start, ok = end-len(raw), true
+		}
+	}
+	return start, end, ok
 }
