@@ -580,3 +580,30 @@ func TestFallbackFailureNamesBoth(t *testing.T) {
 		t.Errorf("requests %+v, want the POST then the legacy GET", reqs)
 	}
 }
+
+// TestConformanceEverythingServerStdio runs the same server over stdio.
+func TestConformanceEverythingServerStdio(t *testing.T) {
+	p, err := upstream.Start(upstream.Spec{Name: "everything", Command: upstreamtest.EverythingServer(t), StopGrace: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(testCtx(t)); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := upstream.DialStdio(testCtx(t), p, upstream.Options{})
+	if err != nil {
+		t.Fatalf("DialStdio: %v (stderr %s)", err, p.StderrTail())
+	}
+	if !bytes.Contains(c.Handshake().ServerInfo, []byte("mcp-conformance-test-server")) {
+		t.Errorf("serverInfo %s", c.Handshake().ServerInfo)
+	}
+	list, err := c.Call(testCtx(t), "tools/list", nil)
+	if err != nil || !bytes.Contains(list, []byte(`"test_simple_text"`)) {
+		t.Fatalf("tools/list: %s %v", list, err)
+	}
+	if got := toolText(t, c, "test_simple_text", ""); got == "" {
+		t.Error("test_simple_text answered nothing")
+	}
+}
