@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -534,5 +535,52 @@ func TestBatchFromServer(t *testing.T) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("notification in the batch lost")
+	}
+}
+
+// TestNothingLeaks opens and ends connections every way they end (closed by
+// their owner, the process crashing, the process stopped; HTTP closed, HTTP
+// refused mid-session) and checks that the goroutine count comes back.
+func TestNothingLeaks(t *testing.T) {
+	s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{Session: true})
+	run := func() {
+		spec, marker := upstreamtest.Spec(t)
+		p := upstreamtest.Start(t, spec, marker)
+		c, err := upstream.DialStdio(testCtx(t), p, upstream.Options{OnNotification: func(upstream.Notification) {}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		toolText(t, c, "echo", `{"text":"x"}`)
+		c.Close()
+		p.Stop(testCtx(t))
+
+		spec, marker = upstreamtest.Spec(t)
+		p = upstreamtest.Start(t, spec, marker)
+		c, err = upstream.DialStdio(testCtx(t), p, upstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"crash"}`))
+		<-p.Done()
+
+		h, err := upstream.DialHTTP(testCtx(t), upstream.HTTPSpec{URL: s.URL}, upstream.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Ping(testCtx(t))
+		h.Close()
+	}
+	run() // warm up: the spawner thread, HTTP keep-alives of the test server
+	base := runtime.NumGoroutine()
+	for range 5 {
+		run()
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for runtime.NumGoroutine() > base && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := runtime.NumGoroutine(); n > base {
+		buf := make([]byte, 1<<20)
+		t.Errorf("%d goroutines, %d before:\n%s", n, base, buf[:runtime.Stack(buf, true)])
 	}
 }
