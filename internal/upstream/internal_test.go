@@ -282,10 +282,8 @@ func (f *fakeConn) written() []string {
 	return out
 }
 
-// TestCancelBeforeWrite: a call cancelled while its request still waits for a
-// stuck writer returns at once and is never sent, nor is its cancellation; a
-// call cancelled after its request went out is followed by notifications/cancelled.
-func TestCancelBeforeWrite(t *testing.T) {
+// startFake opens a serial connection (as stdio's) over a fakeConn.
+func startFake(t *testing.T) (*Conn, *fakeConn) {
 	f := newFakeConn()
 	c := newConn(Options{})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -293,7 +291,15 @@ func TestCancelBeforeWrite(t *testing.T) {
 	if err := c.start(ctx, transport{conn: f, kind: "fake", serial: true, terminal: func(error) bool { return true }}); err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(func() { c.Close() })
+	return c, f
+}
+
+// TestCancelBeforeWrite: a call cancelled while its request still waits for a
+// stuck writer returns at once and is never sent, nor is its cancellation; a
+// call cancelled after its request went out is followed by notifications/cancelled.
+func TestCancelBeforeWrite(t *testing.T) {
+	c, f := startFake(t)
 	f.hold()
 	ctxA, cancelA := context.WithCancel(context.Background())
 	doneA := make(chan error, 1)
@@ -340,15 +346,8 @@ func TestCancelBeforeWrite(t *testing.T) {
 }
 
 func TestStringIDAnswered(t *testing.T) {
-	f := newFakeConn()
-	c := newConn(Options{})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := c.start(ctx, transport{conn: f, kind: "fake", serial: true, terminal: func(error) bool { return true }}); err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	if res, err := c.Call(ctx, "string/id", nil); err != nil || string(res) != `{"ok":true}` {
+	c, _ := startFake(t)
+	if res, err := c.Call(context.Background(), "string/id", nil); err != nil || string(res) != `{"ok":true}` {
 		t.Fatalf("answer with a string id: %s %v", res, err)
 	}
 }
