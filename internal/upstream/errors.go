@@ -1,0 +1,103 @@
+package upstream
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"syscall"
+)
+
+// ErrClosed is matched (errors.Is) by every error that reports a connection that
+// has ended: the calls pending when it ended and any call made after.
+var ErrClosed = errors.New("upstream: connection closed")
+
+// ClosedError is the error of a call on a connection that has ended. Cause says
+// why (an *ExitedError when the process died, an *AuthRequiredError, a transport
+// error, or nil when the connection was closed by its owner).
+type ClosedError struct {
+	Cause error
+}
+
+func (e *ClosedError) Error() string {
+	if e.Cause == nil {
+		return ErrClosed.Error()
+	}
+	return ErrClosed.Error() + ": " + e.Cause.Error()
+}
+
+// Is makes errors.Is(err, ErrClosed) true.
+func (e *ClosedError) Is(target error) bool { return target == ErrClosed }
+
+func (e *ClosedError) Unwrap() error { return e.Cause }
+
+// RPCError is a JSON-RPC error the upstream answered, with its data as raw bytes.
+type RPCError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *RPCError) Error() string {
+	return fmt.Sprintf("upstream: error %d: %s", e.Code, e.Message)
+}
+
+// AuthRequiredError reports that an HTTP upstream refused the credentials (401,
+// or 403 with a Bearer challenge). It is not retried: new credentials are needed.
+type AuthRequiredError struct {
+	StatusCode int
+	// Challenge holds the WWW-Authenticate header values as the server sent them.
+	Challenge []string
+	// URL is the request URL with userinfo and query values redacted.
+	URL string
+}
+
+func (e *AuthRequiredError) Error() string {
+	s := fmt.Sprintf("upstream: authorization required (HTTP %d) at %s", e.StatusCode, e.URL)
+	if len(e.Challenge) > 0 {
+		s += ": " + strings.Join(e.Challenge, ", ")
+	}
+	return s
+}
+
+// MessageTooLargeError reports a message from the upstream over the size cap.
+type MessageTooLargeError struct {
+	Limit int
+}
+
+func (e *MessageTooLargeError) Error() string {
+	return fmt.Sprintf("upstream: message exceeds %d bytes", e.Limit)
+}
+
+// ExitedError reports that a stdio server's process ended.
+type ExitedError struct {
+	Status ExitStatus
+}
+
+func (e *ExitedError) Error() string { return "upstream: process " + e.Status.String() }
+
+// UnsupportedVersionError reports an initialize answer with a protocol version
+// this package does not speak.
+type UnsupportedVersionError struct {
+	Offered, Answered string
+}
+
+func (e *UnsupportedVersionError) Error() string {
+	return fmt.Sprintf("upstream: server answered protocol version %q to %q; supported: %s",
+		e.Answered, e.Offered, strings.Join(SupportedProtocolVersions, ", "))
+}
+
+// ExitStatus is how a process ended.
+type ExitStatus struct {
+	// Code is the exit code, or -1 when the process was killed by a signal.
+	Code int
+	// Signal is the signal that killed the process, or 0.
+	Signal syscall.Signal
+}
+
+func (s ExitStatus) String() string {
+	if s.Signal != 0 {
+		return "killed by signal " + s.Signal.String()
+	}
+	return fmt.Sprintf("exited with code %d", s.Code)
+}
