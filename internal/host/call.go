@@ -31,7 +31,7 @@ func (h *Host) Call(ctx context.Context, server, method string, params json.RawM
 		key = ""
 	}
 	if key == "" {
-		if c := r.fast.Load(); c != nil && c.acquire() {
+		if c := r.fast.Load(); c != nil && !c.ended() && c.acquire() {
 			return r.do(ctx, c, method, params, opts)
 		}
 	}
@@ -106,7 +106,15 @@ func (r *runtime) acquire(ctx context.Context, key string) (*conn, error) {
 		)
 		switch s.phase {
 		case phaseLive:
-			if c := s.conn; c.acquire() {
+			c := s.conn
+			if c.ended() {
+				// The session died and its watcher has not run yet: handle the crash
+				// here, so this call waits for the restart instead of failing.
+				r.recomputeLocked(r.crashLocked(c))
+				r.mu.Unlock()
+				continue
+			}
+			if c.acquire() {
 				r.mu.Unlock()
 				return c, nil
 			}

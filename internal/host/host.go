@@ -178,9 +178,10 @@ func (h *Host) Update(ctx context.Context, def Definition) (Change, error) {
 }
 
 // Remove uninstalls a server: new calls are refused at once, its connections are
-// closed, and its persisted catalogue is deleted. It returns when everything closed, or
-// with ctx's error if ctx ends first (closing goes on; a later Install of the same name
-// waits for it before starting anything).
+// closed, and its persisted catalogue is deleted. The Observer gets ServerEvent
+// "removed" at once and nothing more about this installation. Remove returns when
+// everything closed, or with ctx's error if ctx ends first (closing goes on; a later
+// Install of the same name waits for it before starting anything).
 func (h *Host) Remove(ctx context.Context, name string) error {
 	h.mu.Lock()
 	r := h.lookup(name)
@@ -195,7 +196,7 @@ func (h *Host) Remove(ctx context.Context, name string) error {
 	h.mu.Unlock()
 
 	drained := r.remove()
-	defer h.emitServer(name, ChangeRemoved)
+	h.emitServer(name, ChangeRemoved)
 	select {
 	case <-drained:
 	case <-ctx.Done():

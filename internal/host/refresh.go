@@ -79,8 +79,9 @@ func (r *runtime) refresh(ctx context.Context, k kind, prefer *conn) error {
 
 	r.mu.Lock()
 	if r.removed || r.h.closed.Load() {
+		err := r.errLocked(ErrStopped, nil)
 		r.mu.Unlock()
-		return r.errLocked(ErrStopped, nil)
+		return err
 	}
 	k |= r.pending
 	r.pending = 0

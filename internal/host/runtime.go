@@ -179,6 +179,16 @@ func (c *conn) release(answered bool) {
 	c.refs.Add(-1)
 }
 
+// ended reports whether c's session has ended (crashed or closed).
+func (c *conn) ended() bool {
+	select {
+	case <-c.sess.Done():
+		return true
+	default:
+		return false
+	}
+}
+
 func (c *conn) inflight() int { return int(c.refs.Load() &^ closingBit) }
 
 func newRuntime(h *Host, def Definition, cat *Catalog) *runtime {
@@ -220,10 +230,13 @@ func (r *runtime) deriveLocked() State {
 		case phaseDialing:
 			dialing++
 		case phaseClosing:
-			if stopCause(s.cause) {
-				stopping++
-			} else if s.after == afterRedial || s.after == afterRetry {
+			switch {
+			case s.after == afterRedial || s.after == afterRetry:
 				restarting++
+			case s.after == afterProbe || s.cause == ReasonAuthRequired:
+				// failed / auth_required shows while the refused connection closes
+			default:
+				stopping++
 			}
 		case phaseWaiting:
 			restarting++
@@ -254,7 +267,8 @@ func (r *runtime) deriveLocked() State {
 }
 
 // recomputeLocked derives the state and, when it changed, records and emits the
-// transition with why as its reason.
+// transition with why as its reason. A removed server's changes are not emitted: its
+// ServerEvent "removed" was its last word.
 func (r *runtime) recomputeLocked(why Reason) {
 	st := r.deriveLocked()
 	if st == r.state {
@@ -262,6 +276,9 @@ func (r *runtime) recomputeLocked(why Reason) {
 	}
 	from := r.state
 	r.state, r.since, r.reason = st, now(), why
+	if r.removed {
+		return
+	}
 	var msg string
 	if failureReason(why) && r.lastErr != nil {
 		msg = r.lastErr.Error()
@@ -608,11 +625,16 @@ func (r *runtime) watch(c *conn) {
 	if c.s.conn != c || c.s.phase != phaseLive {
 		return
 	}
+	r.recomputeLocked(r.crashLocked(c))
+}
+
+// crashLocked handles the end of live c's session, which the host did not ask for.
+func (r *runtime) crashLocked(c *conn) Reason {
 	err := c.sess.Err()
 	if err == nil {
 		err = errors.New("connection ended")
 	}
-	r.recomputeLocked(r.failLiveLocked(c, ReasonCrashed, err))
+	return r.failLiveLocked(c, ReasonCrashed, err)
 }
 
 // failLiveLocked handles a live connection that died or failed its health checks:
@@ -636,7 +658,7 @@ func (r *runtime) closeSlotLocked(s *slot, why Reason, after afterClose) {
 	switch s.phase {
 	case phaseLive:
 		c := s.conn
-		c.hostClosed.Store(true)
+		c.hostClosed.Store(!c.ended()) // closing a crashed session only reaps it
 		c.refs.Or(closingBit)
 		r.fast.CompareAndSwap(c, nil)
 		c.closeCause = why

@@ -48,9 +48,11 @@ type Behavior struct {
 	// prompts/list, PageSize items per page (0: one page) with nextCursor.
 	Tools, Resources, ResourceTemplates, Prompts []json.RawMessage
 	PageSize                                     int
-	// ListErr fails a list method; ListRaw answers it with these bytes instead.
-	ListErr map[string]error
-	ListRaw map[string]json.RawMessage
+	// ListErr fails a list method; ListRaw answers it with these bytes instead;
+	// ListHang makes every list call wait until ctx or the session ends.
+	ListErr  map[string]error
+	ListRaw  map[string]json.RawMessage
+	ListHang bool
 
 	// Other calls: wait CallDelay (CallHang: until ctx ends or the session ends), then
 	// Handler's answer, or the params echoed back as {"echo":params}.
@@ -140,7 +142,7 @@ func (d *Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, 
 	if b.DialErr != nil {
 		return nil, b.DialErr
 	}
-	s := &Session{d: d, srv: srv, Key: req.SessionKey, notify: req.Notify, done: make(chan struct{}), lists: map[string]int{}}
+	s := &Session{d: d, srv: srv, Key: req.SessionKey, Config: req.Config, notify: req.Notify, done: make(chan struct{}), lists: map[string]int{}}
 	s.info = b.Info
 	if s.info.ProtocolVersion == "" && s.info.Capabilities == nil {
 		s.info = DefaultInfo
@@ -218,6 +220,7 @@ type Session struct {
 	d      *Dialer
 	srv    *Server
 	Key    string // the DialRequest's SessionKey
+	Config any    // the DialRequest's Config
 	notify func(string, json.RawMessage)
 	info   host.SessionInfo
 
@@ -317,7 +320,7 @@ func (s *Session) Call(ctx context.Context, method string, params json.RawMessag
 	}
 	b := s.srv.behavior()
 	if items, field, ok := listOf(&b, method); ok {
-		return s.list(method, field, items, params, &b)
+		return s.list(ctx, method, field, items, params, &b)
 	}
 	s.calls.Add(1)
 	if err := s.wait(ctx, b.CallDelay, b.CallHang); err != nil {
@@ -347,10 +350,15 @@ func listOf(b *Behavior, method string) ([]json.RawMessage, string, bool) {
 }
 
 // list answers one page, splicing the items' bytes verbatim.
-func (s *Session) list(method, field string, items []json.RawMessage, params json.RawMessage, b *Behavior) (json.RawMessage, error) {
+func (s *Session) list(ctx context.Context, method, field string, items []json.RawMessage, params json.RawMessage, b *Behavior) (json.RawMessage, error) {
 	s.listMu.Lock()
 	s.lists[method]++
 	s.listMu.Unlock()
+	if b.ListHang {
+		if err := s.wait(ctx, 0, true); err != nil {
+			return nil, err
+		}
+	}
 	if err := b.ListErr[method]; err != nil {
 		return nil, err
 	}
