@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -116,34 +117,40 @@ func (r *runtime) refresh(ctx context.Context, k kind, prefer *conn) error {
 	}
 	r.catErr = err
 	r.catFresh = true
-	if !changed || r.removed {
+	if r.removed {
 		r.mu.Unlock()
 		return err
 	}
-	next.Version = 1
-	if old != nil {
-		next.Version = old.Version + 1
-	}
-	next.FetchedAt = now()
-	r.cat.Store(&next)
-	name, counts, at := r.name, next.Counts(), next.FetchedAt
-	r.h.ev.emit(func(seq uint64) any {
-		return CatalogEvent{Seq: seq, At: at, Server: name, Version: next.Version, Counts: counts}
-	})
-	r.mu.Unlock()
-
-	if st := r.h.opts.Catalogs; st != nil {
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.h.opts.Catalog.Timeout)
-		serr := st.SaveCatalog(sctx, r.name, next)
-		cancel()
-		if serr != nil {
-			r.h.log.Warn("host: saving catalogue", "server", r.name, "version", next.Version, "err", serr)
-			r.mu.Lock()
-			r.catErr = errors.Join(err, serr)
-			r.mu.Unlock()
-			return errors.Join(err, serr)
+	if changed {
+		next.Version = 1
+		if old != nil {
+			next.Version = old.Version + 1
 		}
+		next.FetchedAt = now()
+		r.cat.Store(&next)
+		name, counts, at := r.name, next.Counts(), next.FetchedAt
+		r.h.ev.emit(func(seq uint64) any {
+			return CatalogEvent{Seq: seq, At: at, Server: name, Version: next.Version, Counts: counts}
+		})
 	}
+	cur := r.cat.Load()
+	save := r.h.opts.Catalogs != nil && cur != nil && cur.Digest != r.persisted
+	r.mu.Unlock()
+	if !save { // unchanged, and the store already has it (or there is no store)
+		return err
+	}
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), r.h.opts.Catalog.Timeout)
+	serr := r.h.opts.Catalogs.SaveCatalog(sctx, r.name, *cur)
+	scancel()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if serr != nil {
+		r.h.log.Warn("host: saving catalogue", "server", r.name, "version", cur.Version, "err", serr)
+		err = errors.Join(err, fmt.Errorf("saving catalogue version %d: %w", cur.Version, serr))
+		r.catErr = err
+		return err
+	}
+	r.persisted = cur.Digest
 	return err
 }
 

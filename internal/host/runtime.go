@@ -64,6 +64,8 @@ type runtime struct {
 	debounce *time.Timer // pending refresh after a list_changed
 	catFresh bool        // a refresh succeeded since the last start or change
 	catErr   error
+	// persisted is the digest the CatalogStore holds (loaded, or last saved).
+	persisted string
 }
 
 type block uint8
@@ -206,6 +208,7 @@ func newRuntime(h *Host, def Definition, cat *Catalog) *runtime {
 	r.session.Store(def.Isolation == IsolationSession)
 	if cat != nil {
 		r.cat.Store(cat)
+		r.persisted = cat.Digest
 	}
 	p := h.opts.Restart
 	r.bo = backoff.ExponentialBackOff{InitialInterval: p.InitialInterval, RandomizationFactor: p.Jitter, Multiplier: p.Multiplier, MaxInterval: p.MaxInterval}
