@@ -76,8 +76,10 @@ type Host struct {
 	// servers is replaced, never modified, so Call reads it without a lock.
 	servers atomic.Pointer[map[string]*runtime]
 
-	mu       sync.Mutex          // serializes changes to servers and draining
-	draining map[string]*runtime // removed servers whose connections are still closing
+	mu sync.Mutex // serializes changes to servers and draining
+	// draining holds removed runtimes whose connections may still be closing; several
+	// may share a name (removed, reinstalled, removed again).
+	draining map[*runtime]bool
 	shutdown struct {
 		once sync.Once
 		done chan struct{}
@@ -94,7 +96,7 @@ func New(opts Options) (*Host, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	h := &Host{opts: o, log: log, ev: newDispatcher(o.Observer), draining: map[string]*runtime{}}
+	h := &Host{opts: o, log: log, ev: newDispatcher(o.Observer), draining: map[*runtime]bool{}}
 	h.ctx, h.cancel = context.WithCancel(context.Background())
 	h.shutdown.done = make(chan struct{})
 	empty := map[string]*runtime{}
@@ -142,11 +144,12 @@ func (h *Host) Install(ctx context.Context, def Definition) (Change, error) {
 		return h.Update(ctx, def)
 	}
 	r := newRuntime(h, def, cat)
-	if p := h.draining[def.Name]; p != nil {
-		if p.isDrained() {
-			delete(h.draining, def.Name)
-		} else {
-			r.prev = p
+	for p := range h.draining {
+		switch {
+		case p.isDrained():
+			delete(h.draining, p)
+		case p.name == def.Name:
+			r.prevs = append(r.prevs, p)
 		}
 	}
 	next := maps.Clone(*h.servers.Load())
@@ -192,7 +195,7 @@ func (h *Host) Remove(ctx context.Context, name string) error {
 	next := maps.Clone(*h.servers.Load())
 	delete(next, name)
 	h.servers.Store(&next)
-	h.draining[name] = r
+	h.draining[r] = true
 	h.mu.Unlock()
 
 	drained := r.remove()
@@ -213,9 +216,7 @@ func (h *Host) Remove(ctx context.Context, name string) error {
 		}
 	}
 	h.mu.Lock()
-	if h.draining[name] == r {
-		delete(h.draining, name)
-	}
+	delete(h.draining, r)
 	h.mu.Unlock()
 	return nil
 }
@@ -304,7 +305,7 @@ func (h *Host) allRuntimesLocked() []*runtime {
 	for _, r := range *h.servers.Load() {
 		out = append(out, r)
 	}
-	for _, r := range h.draining {
+	for r := range h.draining {
 		out = append(out, r)
 	}
 	return out

@@ -360,6 +360,46 @@ func TestReinstallWaitsForTheOldCopy(t *testing.T) {
 	})
 }
 
+// TestRemoveTwiceWhileClosing: removed, reinstalled and removed again while the first
+// copy still closes; the third copy must wait for the first, and Shutdown for both.
+func TestRemoveTwiceWhileClosing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.install(def("a"))
+		e.mustCall("a")
+		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+		expired, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.h.Remove(expired, "a")
+		e.install(def("a")) // its start would wait for the first copy
+		_ = e.h.Remove(expired, "a")
+		e.install(def("a"))
+		start := time.Now()
+		e.mustCall("a")
+		if d := time.Since(start); d != 8*time.Second || e.d.MaxOpen("a") != 1 {
+			t.Fatalf("third copy started after %s with %d open at once; want 8s, 1", d, e.d.MaxOpen("a"))
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.install(def("a"))
+		e.mustCall("a")
+		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+		expired, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = e.h.Remove(expired, "a")
+		e.install(def("a"))
+		_ = e.h.Remove(expired, "a")
+		start := time.Now()
+		if err := e.h.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if d := time.Since(start); d != 8*time.Second || len(e.d.Unclosed()) != 0 {
+			t.Fatalf("Shutdown returned after %s with %d sessions open", d, len(e.d.Unclosed()))
+		}
+	})
+}
+
 func TestDisableEnable(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)

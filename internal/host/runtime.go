@@ -36,9 +36,10 @@ type runtime struct {
 	// refreshSem serializes this server's catalogue refreshes (and their saves); it is
 	// the only thing held across I/O, and only this server's refreshes wait on it.
 	refreshSem chan struct{}
-	// prev is the removed runtime of the same name, still closing: no dial starts
-	// before it has drained, so a reinstall never runs two copies.
-	prev *runtime
+	// prevs are removed runtimes of the same name that were still closing when this
+	// one was installed: no dial starts before they have drained, so a reinstall never
+	// runs two copies.
+	prevs []*runtime
 
 	mu        sync.Mutex
 	def       Definition
@@ -254,14 +255,21 @@ func (r *runtime) deriveLocked() State {
 		return StateStopping
 	case r.def.Disabled:
 		return StateDisabled
+	case r.h.closed.Load(): // shut down: whatever blocked it, nothing runs
+		if r.started {
+			return StateStopped
+		}
+		return StateNotStarted
 	case r.block == blockAuth:
 		return StateAuthRequired
-	case dialing > 0:
-		return StateStarting
-	case r.block == blockCircuit:
+	case r.block == blockCircuit && dialing == 0:
 		return StateFailed
+	case r.block == blockCircuit: // the half-open probe
+		return StateStarting
 	case restarting > 0:
 		return StateRestarting
+	case dialing > 0:
+		return StateStarting
 	case r.started:
 		return StateStopped
 	default:
@@ -407,16 +415,16 @@ func (r *runtime) startDialLocked(s *slot) {
 	s.cancel = cancel
 	req := DialRequest{Server: r.name, SessionKey: s.key, Config: r.def.Config, Notify: c.notify}
 	shared := s.key == "" && !r.session.Load()
-	go r.dial(ctx, cancel, c, req, r.prev, shared)
+	go r.dial(ctx, cancel, c, req, r.prevs, shared)
 }
 
-func (r *runtime) dial(ctx context.Context, cancel context.CancelFunc, c *conn, req DialRequest, prev *runtime, shared bool) {
+func (r *runtime) dial(ctx context.Context, cancel context.CancelFunc, c *conn, req DialRequest, prevs []*runtime, shared bool) {
 	defer cancel()
 	// A shared server never has two sessions: wait for a removed predecessor of the
 	// same name, and for per-session connections left from an isolation change.
-	if prev != nil {
+	for _, p := range prevs {
 		select {
-		case <-prev.drainedChan():
+		case <-p.drainedChan():
 		case <-ctx.Done():
 		}
 	}

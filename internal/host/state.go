@@ -47,11 +47,11 @@ var Transitions = map[State][]State{
 	StateStarting:     {StateReady, StateRestarting, StateFailed, StateAuthRequired, StateStopping},
 	StateReady:        {StateDegraded, StateRestarting, StateFailed, StateAuthRequired, StateStopping},
 	StateDegraded:     {StateReady, StateRestarting, StateFailed, StateAuthRequired, StateStopping},
-	StateAuthRequired: {StateStarting, StateDisabled},
-	StateFailed:       {StateStarting, StateDisabled},
-	StateStopping:     {StateStopped, StateDisabled, StateRestarting, StateStarting, StateReady},
+	StateAuthRequired: {StateStarting, StateDisabled, StateStopped, StateRestarting, StateStopping},
+	StateFailed:       {StateStarting, StateDisabled, StateStopped, StateRestarting, StateStopping},
+	StateStopping:     {StateStopped, StateDisabled, StateRestarting, StateStarting, StateReady, StateAuthRequired, StateFailed},
 	StateStopped:      {StateStarting, StateDisabled},
-	StateRestarting:   {StateStarting, StateStopping, StateStopped, StateDisabled},
+	StateRestarting:   {StateStarting, StateStopping, StateStopped, StateDisabled, StateReady, StateFailed, StateAuthRequired},
 }
 
 // Allowed reports whether from → to is in [Transitions].
