@@ -200,20 +200,24 @@ func (h *Host) Remove(ctx context.Context, name string) error {
 
 	drained := r.remove()
 	h.emitServer(name, ChangeRemoved)
+	if h.opts.Catalogs != nil {
+		// A refresh in flight finishes (and saves) first; none starts after: the runtime
+		// is marked removed.
+		select {
+		case r.refreshSem <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("removing server %q: its catalogue refresh is still running: %w", name, ctx.Err())
+		}
+		err := h.opts.Catalogs.DeleteCatalog(ctx, name)
+		<-r.refreshSem
+		if err != nil {
+			return fmt.Errorf("removing server %q: deleting its catalogue: %w", name, err)
+		}
+	}
 	select {
 	case <-drained:
 	case <-ctx.Done():
 		return fmt.Errorf("removing server %q: connections still closing: %w", name, ctx.Err())
-	}
-	select {
-	case r.refreshSem <- struct{}{}: // no catalogue save may follow the delete
-	case <-ctx.Done():
-		return fmt.Errorf("removing server %q: catalogue refresh still running: %w", name, ctx.Err())
-	}
-	if h.opts.Catalogs != nil {
-		if err := h.opts.Catalogs.DeleteCatalog(ctx, name); err != nil {
-			return fmt.Errorf("removing server %q: deleting its catalogue: %w", name, err)
-		}
 	}
 	h.mu.Lock()
 	delete(h.draining, r)

@@ -348,6 +348,9 @@ func TestReinstallWaitsForTheOldCopy(t *testing.T) {
 		if err := e.h.Remove(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Remove with a short context: %v", err)
 		}
+		if _, ok := e.cats.Get("a"); ok {
+			t.Fatal("Remove that timed out waiting for the close left the catalogue persisted")
+		}
 		e.install(def("a"))
 		start := time.Now()
 		e.mustCall("a")

@@ -37,6 +37,11 @@ func (h *Host) RefreshCatalog(ctx context.Context, server string) (Catalog, erro
 	}
 	err = r.refresh(ctx, allKinds, c)
 	c.release(err == nil)
+	if errors.Is(err, errNotLive) {
+		r.mu.Lock()
+		err = r.errLocked(ErrStopped, err)
+		r.mu.Unlock()
+	}
 	cat, _ := h.Catalog(server)
 	return cat, err
 }

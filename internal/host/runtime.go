@@ -304,9 +304,19 @@ func (r *runtime) recomputeLocked(why Reason) {
 func (r *runtime) errLocked(kind, cause error) *ServerError {
 	e := &ServerError{Server: r.name, Kind: kind, State: r.state, Reason: r.reason, Err: cause}
 	if kind == ErrUnavailable || kind == ErrStartFailed || kind == ErrStartTimeout {
-		e.RetryAt = r.nextAttempt
+		e.RetryAt = r.nextAttemptLocked()
 	}
 	return e
+}
+
+// nextAttemptLocked is when the next automatic start is due, if one is scheduled.
+func (r *runtime) nextAttemptLocked() time.Time {
+	for _, s := range r.slots {
+		if s.phase == phaseWaiting {
+			return r.nextAttempt
+		}
+	}
+	return time.Time{}
 }
 
 // stopErrLocked is the error for calls waiting on something closed because of why.
@@ -422,24 +432,27 @@ func (r *runtime) dial(ctx context.Context, cancel context.CancelFunc, c *conn, 
 	defer cancel()
 	// A shared server never has two sessions: wait for a removed predecessor of the
 	// same name, and for per-session connections left from an isolation change.
+	var barrier error
 	for _, p := range prevs {
 		select {
 		case <-p.drainedChan():
 		case <-ctx.Done():
+			barrier = fmt.Errorf("the removed copy of %s is still closing: %w", r.name, ctx.Err())
 		}
 	}
-	if shared {
+	if shared && barrier == nil {
 		r.mu.Lock()
 		gone := r.keyedGone
 		r.mu.Unlock()
 		select {
 		case <-gone:
 		case <-ctx.Done():
+			barrier = fmt.Errorf("per-session connections of %s are still closing: %w", r.name, ctx.Err())
 		}
 	}
 	var (
 		sess Session
-		err  = ctx.Err()
+		err  = barrier
 	)
 	if err == nil {
 		sess, err = r.h.opts.Dialer.Dial(ctx, req)
@@ -451,7 +464,7 @@ func (r *runtime) dial(ctx context.Context, cancel context.CancelFunc, c *conn, 
 		go closeQuietly(sess, r.h.opts.StopTimeout)
 		sess = nil
 	}
-	if err != nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrAuthRequired) {
+	if barrier == nil && errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, ErrAuthRequired) {
 		err = fmt.Errorf("no handshake within %s: %w", r.h.opts.StartTimeout, err)
 	}
 
@@ -834,6 +847,9 @@ func (r *runtime) update(def Definition) (Change, error) {
 	r.def = def
 	r.session.Store(def.Isolation == IsolationSession)
 	r.h.emitServer(r.name, ChangeUpdated)
+	if cfg || iso {
+		r.catFresh = false
+	}
 	why := ReasonConfigChanged
 	switch {
 	case def.Disabled:
@@ -848,7 +864,6 @@ func (r *runtime) update(def Definition) (Change, error) {
 			why = ReasonEnabled
 		}
 		if cfg || iso {
-			r.catFresh = false
 			if iso {
 				r.closeAllLocked(ReasonConfigChanged) // the next use starts afresh
 			} else {

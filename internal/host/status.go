@@ -96,7 +96,7 @@ func (r *runtime) status() Status {
 		Required: r.def.Required, Enabled: !r.def.Disabled,
 		State: r.state, Since: r.since, Live: r.state.Live(), Reason: r.reason,
 		Retry: RetryInfo{
-			Attempts: r.attempts, NextAttempt: r.nextAttempt,
+			Attempts: r.attempts, NextAttempt: r.nextAttemptLocked(),
 			CircuitOpen: r.block == blockCircuit,
 		},
 		StderrTail: r.stderr,
