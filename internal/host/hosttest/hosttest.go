@@ -54,8 +54,10 @@ type Behavior struct {
 	ListRaw  map[string]json.RawMessage
 	ListHang bool
 
-	// Other calls: wait CallDelay (CallHang: until ctx ends or the session ends), then
-	// Handler's answer, or the params echoed back as {"echo":params}.
+	// Other calls: send Progress notifications to the caller's Progress hook, wait
+	// CallDelay (CallHang: until ctx ends or the session ends), then Handler's answer,
+	// or the params echoed back as {"echo":params}.
+	Progress  []json.RawMessage
 	CallDelay time.Duration
 	CallHang  bool
 	Handler   func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
@@ -312,7 +314,7 @@ func (s *Session) wait(ctx context.Context, d time.Duration, hang bool) error {
 func (s *Session) Info() host.SessionInfo { return s.info }
 
 // Call implements host.Session.
-func (s *Session) Call(ctx context.Context, method string, params json.RawMessage, _ host.CallOptions) (json.RawMessage, error) {
+func (s *Session) Call(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
 	select {
 	case <-s.done:
 		return nil, s.endErr()
@@ -323,6 +325,11 @@ func (s *Session) Call(ctx context.Context, method string, params json.RawMessag
 		return s.list(ctx, method, field, items, params, &b)
 	}
 	s.calls.Add(1)
+	if opts.Progress != nil {
+		for _, p := range b.Progress {
+			opts.Progress(p)
+		}
+	}
 	if err := s.wait(ctx, b.CallDelay, b.CallHang); err != nil {
 		return nil, err
 	}
