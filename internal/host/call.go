@@ -154,13 +154,10 @@ func (r *runtime) acquire(ctx context.Context, key string) (*conn, error) {
 
 // gateLocked refuses a call at once when the server cannot serve it now.
 func (r *runtime) gateLocked(key string) error {
+	if err := r.refuseLocked(true); err != nil {
+		return err
+	}
 	switch {
-	case r.h.closed.Load():
-		return r.errLocked(ErrShutdown, nil)
-	case r.removed:
-		return r.errLocked(ErrUnknownServer, nil)
-	case r.def.Disabled:
-		return r.errLocked(ErrDisabled, nil)
 	case r.block == blockAuth:
 		return r.errLocked(ErrAuthRequired, r.lastErr)
 	case r.block == blockCircuit:

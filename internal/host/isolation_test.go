@@ -337,12 +337,18 @@ func TestRemove(t *testing.T) {
 	})
 }
 
+// slowToClose makes "a" ready, with sessions that take 8s to close.
+func slowToClose(t *testing.T) *env {
+	e := newEnv(t, nil)
+	e.install(def("a"))
+	e.mustCall("a")
+	e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+	return e
+}
+
 func TestReinstallWaitsForTheOldCopy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.install(def("a"))
-		e.mustCall("a")
-		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+		e := slowToClose(t)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		if err := e.h.Remove(ctx, "a"); !errors.Is(err, context.DeadlineExceeded) {
@@ -367,10 +373,7 @@ func TestReinstallWaitsForTheOldCopy(t *testing.T) {
 // copy still closes; the third copy must wait for the first, and Shutdown for both.
 func TestRemoveTwiceWhileClosing(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.install(def("a"))
-		e.mustCall("a")
-		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+		e := slowToClose(t)
 		expired, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = e.h.Remove(expired, "a")
@@ -384,10 +387,7 @@ func TestRemoveTwiceWhileClosing(t *testing.T) {
 		}
 	})
 	synctest.Test(t, func(t *testing.T) {
-		e := newEnv(t, nil)
-		e.install(def("a"))
-		e.mustCall("a")
-		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CloseDelay = 8 * time.Second })
+		e := slowToClose(t)
 		expired, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = e.h.Remove(expired, "a")

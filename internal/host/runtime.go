@@ -810,16 +810,25 @@ func (r *runtime) closeAllLocked(why Reason) {
 	}
 }
 
-func (r *runtime) restart() error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// refuseLocked is the error for acting on a server that is shut down, removed, or
+// (when disabledToo) disabled; nil otherwise.
+func (r *runtime) refuseLocked(disabledToo bool) error {
 	switch {
 	case r.h.closed.Load():
 		return r.errLocked(ErrShutdown, nil)
 	case r.removed:
 		return r.errLocked(ErrUnknownServer, nil)
-	case r.def.Disabled:
+	case disabledToo && r.def.Disabled:
 		return r.errLocked(ErrDisabled, nil)
+	}
+	return nil
+}
+
+func (r *runtime) restart() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.refuseLocked(true); err != nil {
+		return err
 	}
 	r.closeCircuitLocked()
 	r.block = blockNone
@@ -832,11 +841,8 @@ func (r *runtime) restart() error {
 func (r *runtime) update(def Definition) (Change, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.h.closed.Load() {
-		return "", r.errLocked(ErrShutdown, nil)
-	}
-	if r.removed {
-		return "", r.errLocked(ErrUnknownServer, nil)
+	if err := r.refuseLocked(false); err != nil {
+		return "", err
 	}
 	old := r.def
 	cfg := old.Fingerprint != def.Fingerprint
@@ -883,13 +889,8 @@ func (r *runtime) update(def Definition) (Change, error) {
 func (r *runtime) setEnabled(enabled bool) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	switch {
-	case r.h.closed.Load():
-		return r.errLocked(ErrShutdown, nil)
-	case r.removed:
-		return r.errLocked(ErrUnknownServer, nil)
-	case r.def.Disabled == !enabled:
-		return nil
+	if err := r.refuseLocked(false); err != nil || r.def.Disabled == !enabled {
+		return err
 	}
 	r.def.Disabled = !enabled
 	r.h.emitServer(r.name, ChangePolicy)

@@ -88,9 +88,13 @@ func (r *Recorder) Violations() []string {
 func (r *Recorder) States(server string) []host.StateEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []host.StateEvent
-	for _, e := range r.states {
-		if e.Server == server {
+	return ofServer(r.states, server, func(e host.StateEvent) string { return e.Server })
+}
+
+func ofServer[E any](events []E, server string, name func(E) string) []E {
+	var out []E
+	for _, e := range events {
+		if name(e) == server {
 			out = append(out, e)
 		}
 	}
@@ -124,13 +128,7 @@ func (r *Recorder) Edges() map[Edge]int {
 func (r *Recorder) Catalogs(server string) []host.CatalogEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	var out []host.CatalogEvent
-	for _, e := range r.catalogs {
-		if e.Server == server {
-			out = append(out, e)
-		}
-	}
-	return out
+	return ofServer(r.catalogs, server, func(e host.CatalogEvent) string { return e.Server })
 }
 
 // Servers returns every installation event in order.
