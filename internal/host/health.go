@@ -67,38 +67,59 @@ func (r *runtime) ping(c *conn) {
 	r.armHealthLocked(c)
 }
 
-// armIdleLocked schedules an idle check of the "" connection c after d.
-func (r *runtime) armIdleLocked(c *conn, d time.Duration) {
-	if r.h.opts.IdleTimeout > 0 {
-		c.idle = time.AfterFunc(d, func() { r.idleCheck(c) })
+// activityTicks is how many activity checks run per IdleTimeout: a connection is
+// stopped between IdleTimeout and IdleTimeout·(1+1/activityTicks) after its last call.
+const activityTicks = 8
+
+func (r *runtime) activityPeriod() time.Duration {
+	idle := r.h.opts.IdleTimeout
+	if idle <= 0 {
+		idle = DefaultIdleTimeout // no idle stop; the check still dates last_seen_at
 	}
+	return max(idle/activityTicks, time.Millisecond)
 }
 
-// idleCheck stops c when nothing used it for IdleTimeout: no call in flight, none
-// finished since, no per-session connection open, and the server is not required.
-func (r *runtime) idleCheck(c *conn) {
+func (r *runtime) armActivityLocked(c *conn) {
+	c.activity = time.AfterFunc(r.activityPeriod(), func() { r.activityCheck(c) })
+}
+
+// activityCheck turns c's call counts into times: last_seen_at when calls were
+// answered since the previous check, and an idle stop of the "" connection when nothing
+// used it for IdleTimeout — no call in flight or finished, no per-session connection
+// open, and the server is not required.
+func (r *runtime) activityCheck(c *conn) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if c.s.conn != c || c.s.phase != phaseLive {
 		return
 	}
-	idle := r.h.opts.IdleTimeout
-	if r.def.Required || r.keyedLocked() > 0 || c.inflight() > 0 {
-		r.armIdleLocked(c, idle)
-		return
+	t := now()
+	if a := c.answered.Load(); a != c.seenAnswered {
+		// Answered since the last check: date it to that check, so last_seen_at is
+		// late by at most one period and never later than the truth.
+		c.seenAnswered = a
+		if ls := c.checkedAt.UnixNano(); ls > r.lastSeen.Load() {
+			r.lastSeen.Store(ls)
+		}
 	}
-	if left := idle - now().Sub(time.Unix(0, c.lastUsed.Load())); left > 0 {
-		r.armIdleLocked(c, left)
+	c.checkedAt = t
+	if f := c.finished.Load(); f != c.seenFinished || c.inflight() > 0 || r.keyedLocked() > 0 {
+		c.seenFinished = f
+		c.activeAt = t // an open per-session connection keeps the server in use too
+	}
+	idle := r.h.opts.IdleTimeout
+	if c.s.key != "" || idle <= 0 || r.def.Required || t.Sub(c.activeAt) < idle {
+		r.armActivityLocked(c)
 		return
 	}
 	// Claim the conn: from here a new call cannot start on it.
 	if !c.refs.CompareAndSwap(0, closingBit) {
-		r.armIdleLocked(c, idle)
+		r.armActivityLocked(c)
 		return
 	}
-	if now().Sub(time.Unix(0, c.lastUsed.Load())) < idle { // a call came and went meanwhile
+	if c.finished.Load() != c.seenFinished { // a call came and went meanwhile
 		c.refs.Add(-closingBit)
-		r.armIdleLocked(c, idle)
+		r.armActivityLocked(c)
 		return
 	}
 	r.closeSlotLocked(c.s, ReasonIdle, afterRemove)

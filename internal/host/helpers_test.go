@@ -111,6 +111,10 @@ func (e *env) wantPath(name string, want ...host.State) {
 	}
 }
 
+// idleSlack is how late after IdleTimeout an idle connection may be stopped: activity
+// is checked every IdleTimeout/8 (docs/host.md, "Timings and limits").
+func idleSlack(idle time.Duration) time.Duration { return idle / 8 }
+
 // advance moves the fake clock by d and lets everything settle.
 func advance(d time.Duration) {
 	time.Sleep(d)

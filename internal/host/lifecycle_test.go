@@ -181,7 +181,7 @@ func TestIdleStop(t *testing.T) {
 		e.mustCall("a") // resets the idle clock
 		advance(host.DefaultIdleTimeout - time.Second)
 		e.wantState("a", host.StateReady)
-		advance(2 * time.Second)
+		advance(idleSlack(host.DefaultIdleTimeout) + time.Second)
 		e.wantPath("a", host.StateReady, host.StateStopping, host.StateStopped)
 		if st := e.status("a"); st.Reason != host.ReasonStopped || st.Connections != 0 {
 			t.Fatalf("after idle stop: %+v", st)
@@ -218,7 +218,7 @@ func TestIdleNotWhileCallInFlight(t *testing.T) {
 		// Idle counts from the end of the last call.
 		advance(host.DefaultIdleTimeout - time.Second)
 		e.wantState("a", host.StateReady)
-		advance(2 * time.Second)
+		advance(idleSlack(host.DefaultIdleTimeout) + time.Second)
 		e.wantState("a", host.StateStopped)
 	})
 }
@@ -235,7 +235,9 @@ func TestIdleTimeoutOption(t *testing.T) {
 		e := newEnv(t, func(o *host.Options) { o.IdleTimeout = time.Minute })
 		e.install(def("a"))
 		e.mustCall("a")
-		advance(time.Minute + time.Second)
+		advance(time.Minute - time.Second)
+		e.wantState("a", host.StateReady)
+		advance(idleSlack(time.Minute) + time.Second)
 		e.wantState("a", host.StateStopped)
 	})
 }

@@ -22,8 +22,9 @@ type Options struct {
 	Servers []Definition
 
 	// IdleTimeout stops a shared connection after this long with no call in flight and
-	// none finished (default 10 min; negative: never). Required servers and servers
-	// with an open per-session connection are never idle.
+	// none finished (default 10 min; negative: never). Activity is checked every
+	// IdleTimeout/8, so the stop comes up to that much later. Required servers and
+	// servers with an open per-session connection are never idle.
 	IdleTimeout time.Duration
 	// StartTimeout bounds one dial (process start + handshake) and how long a call
 	// waits for a start (default 30 s).

@@ -147,7 +147,8 @@ type conn struct {
 	sess Session
 
 	refs       atomic.Int64  // calls in flight (+ closingBit)
-	lastUsed   atomic.Int64  // unix nanos a call last finished
+	answered   atomic.Uint64 // calls that got an answer
+	finished   atomic.Uint64 // calls that finished, answered or not
 	hostClosed atomic.Bool   // the host asked for the close (vs a crash)
 	stop       chan struct{} // closed when the host starts closing it
 
@@ -157,7 +158,11 @@ type conn struct {
 	degraded   bool
 	pingFails  int
 	health     *time.Timer
-	idle       *time.Timer
+	activity   *time.Timer // the periodic activity check (idle stop, last seen)
+	// What the last activity check saw and when it ran, and when calls were last seen
+	// active.
+	seenAnswered, seenFinished uint64
+	checkedAt, activeAt        time.Time
 }
 
 func (c *conn) acquire() bool {
@@ -168,17 +173,13 @@ func (c *conn) acquire() bool {
 	return true
 }
 
-// touchEvery throttles the per-call clock writes shared by every caller of a conn.
-const touchEvery = int64(time.Millisecond)
-
+// release ends a call. It only counts: reading the clock per call would cost more than
+// the rest of the routing, so the periodic activity check turns the counts into times.
 func (c *conn) release(answered bool) {
-	t := now().UnixNano()
-	if t-c.lastUsed.Load() > touchEvery {
-		c.lastUsed.Store(t) // before the decrement: an idle check seeing 0 sees this
+	if answered {
+		c.answered.Add(1)
 	}
-	if answered && t-c.r.lastSeen.Load() > touchEvery {
-		c.r.lastSeen.Store(t)
-	}
+	c.finished.Add(1) // before the decrement: an idle check seeing 0 in flight sees this
 	c.refs.Add(-1)
 }
 
@@ -503,8 +504,7 @@ func closeQuietly(s Session, d time.Duration) {
 
 func (r *runtime) liveLocked(s *slot, c *conn, sess Session) {
 	t := now()
-	c.sess, c.since = sess, t
-	c.lastUsed.Store(t.UnixNano())
+	c.sess, c.since, c.activeAt, c.checkedAt = sess, t, t, t
 	s.phase, s.cancel = phaseLive, nil
 	r.lastSeen.Store(t.UnixNano())
 	r.startFails = 0
@@ -522,8 +522,8 @@ func (r *runtime) liveLocked(s *slot, c *conn, sess Session) {
 	s.attempt = nil
 	if s.key == "" {
 		r.fast.Store(c)
-		r.armIdleLocked(c, r.h.opts.IdleTimeout)
 	}
+	r.armActivityLocked(c)
 	r.armHealthLocked(c)
 	go r.watch(c)
 	if s.key == "" || !r.catFresh {
@@ -687,7 +687,7 @@ func (r *runtime) closeSlotLocked(s *slot, why Reason, after afterClose) {
 		r.fast.CompareAndSwap(c, nil)
 		c.closeCause = why
 		stopTimer(c.health)
-		stopTimer(c.idle)
+		stopTimer(c.activity)
 		close(c.stop)
 		s.phase, s.cause, s.after, s.closed = phaseClosing, why, after, make(chan struct{})
 		go r.closeConn(c)

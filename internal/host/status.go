@@ -18,8 +18,9 @@ type Status struct {
 	Since time.Time // when it entered State
 	// Live is true when a connection answers calls (ready or degraded).
 	Live bool
-	// LastSeenAt is when the upstream last answered (a start, a call, a ping); zero if
-	// it never did in this process.
+	// LastSeenAt is when the upstream last answered (a start, a ping, or a call, which
+	// is dated by the activity check: up to IdleTimeout/8 early, never late); zero if it
+	// never did in this process.
 	LastSeenAt time.Time
 	Reason     Reason // why it entered State
 	LastError  string // the last failure's message, kept after recovery

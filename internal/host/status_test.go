@@ -27,7 +27,8 @@ func TestStatusHealthFields(t *testing.T) {
 		advance(time.Minute)
 		e.mustCall("a")
 		st = e.status("a")
-		if !st.LastSeenAt.Equal(time.Now()) || st.StderrTail != "listening on stdio\n" || st.Since.IsZero() {
+		// Dated by the health pings and the activity check, not per call.
+		if time.Since(st.LastSeenAt) > host.DefaultHealthInterval || st.StderrTail != "listening on stdio\n" || st.Since.IsZero() {
 			t.Fatalf("live status: %+v", st)
 		}
 		// The tail outlives the session that wrote it.
@@ -37,6 +38,37 @@ func TestStatusHealthFields(t *testing.T) {
 		st = e.status("a")
 		if st.StderrTail != "panic: boom\n" || st.LastError != "exit status 2" || st.Live {
 			t.Fatalf("after the crash: %+v", st)
+		}
+	})
+}
+
+func TestLastSeenDatedByCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, func(o *host.Options) { o.Health.Interval = -1 })
+		e.install(def("a"))
+		e.mustCall("a")
+		started := e.status("a").LastSeenAt
+		advance(5 * time.Minute)
+		if got := e.status("a").LastSeenAt; !got.Equal(started) {
+			t.Fatalf("last seen moved to %v with no call and no ping", got)
+		}
+		callAt := time.Now()
+		e.mustCall("a")
+		advance(idleSlack(host.DefaultIdleTimeout))
+		if got := e.status("a").LastSeenAt; got.Before(callAt.Add(-idleSlack(host.DefaultIdleTimeout))) || got.After(callAt) {
+			t.Fatalf("last seen %v; the call was answered at %v", got, callAt)
+		}
+		// A call that got no answer does not count.
+		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CallHang = true })
+		before := e.status("a").LastSeenAt
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err := e.h.Call(ctx, "a", "tools/call", nil, host.CallOptions{}); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatal(err)
+		}
+		advance(idleSlack(host.DefaultIdleTimeout))
+		if got := e.status("a").LastSeenAt; !got.Equal(before) {
+			t.Fatalf("an unanswered call moved last seen to %v", got)
 		}
 	})
 }

@@ -54,7 +54,9 @@ func (e *env) disable()          { _ = e.h.SetEnabled("a", false); synctest.Wait
 func (e *env) enable()           { _ = e.h.SetEnabled("a", true); synctest.Wait() }
 func (e *env) restart()          { _ = e.h.Restart("a"); synctest.Wait() }
 func (e *env) goCall(key string) { go func() { _, _ = e.callKey("a", key) }(); synctest.Wait() }
-func (e *env) idle()             { advance(host.DefaultIdleTimeout + time.Second) }
+func (e *env) idle() {
+	advance(host.DefaultIdleTimeout + idleSlack(host.DefaultIdleTimeout) + time.Second)
+}
 func (e *env) authFail() {
 	e.set(func(b *hosttest.Behavior) {
 		b.Handler = func(context.Context, string, json.RawMessage) (json.RawMessage, error) { return nil, errUnauthorized }
