@@ -142,6 +142,38 @@ func TestCrashLoopOpensCircuit(t *testing.T) {
 	})
 }
 
+// TestFailedProbesDoubleTheCooldown: once a crash loop opened the circuit, every failed
+// probe reopens it with a doubled cool-down, even when the crashes that opened it have
+// left the window.
+func TestFailedProbesDoubleTheCooldown(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		e := newEnv(t, nil)
+		e.install(def("a"))
+		e.mustCall("a")
+		for range host.DefaultCircuitThreshold {
+			e.d.Last("a").Crash(nil)
+			if _, err := e.call("a"); err != nil && !errors.Is(err, host.ErrUnavailable) {
+				t.Fatal(err)
+			}
+		}
+		e.wantState("a", host.StateFailed)
+		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.DialErr = errors.New("still broken") })
+		lo, hi := 24*time.Second, 36*time.Second
+		for probe := range 4 {
+			d := within(t, e.status("a"), lo, hi)
+			dials := e.d.Dials("a")
+			advance(d)
+			if e.d.Dials("a") != dials+1 {
+				t.Fatalf("probe %d: %d dials at the cool-down's end, want 1", probe+1, e.d.Dials("a")-dials)
+			}
+			if st := e.status("a"); st.State != host.StateFailed || !st.Retry.CircuitOpen {
+				t.Fatalf("probe %d failed but the server is %s (circuit open %v)", probe+1, st.State, st.Retry.CircuitOpen)
+			}
+			lo, hi = 2*lo, 2*hi
+		}
+	})
+}
+
 func TestFailedStartsOpenCircuit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)

@@ -544,7 +544,7 @@ func (r *runtime) dialFailedLocked(s *slot, err error) {
 		r.authLocked()
 		r.recomputeLocked(ReasonAuthRequired)
 		att.finish(r.errLocked(ErrAuthRequired, err))
-	case r.failureLocked(true):
+	case r.failureLocked(true) || r.block == blockCircuit: // a failed probe reopens it
 		s.phase = phaseWaiting
 		r.openCircuitLocked()
 		r.recomputeLocked(ReasonCrashLoop)
