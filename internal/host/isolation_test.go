@@ -289,6 +289,16 @@ func TestShutdownReportsUnclosed(t *testing.T) {
 		if !errors.As(err, &se) || !slices.Equal(se.Unclosed, []string{"slow", "slower"}) || !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("Shutdown: %v", err)
 		}
+		// No lock is held across a Close: the closing server answers at once.
+		start := time.Now()
+		if st, _ := e.h.Status("slow"); st.State != host.StateStopping {
+			t.Fatalf("slow: %s", st.State)
+		}
+		e.h.Snapshot()
+		e.h.Catalog("slow")
+		if time.Since(start) != 0 {
+			t.Fatal("status of a server whose Close hangs waited")
+		}
 		// They still close, within their stop timeout.
 		advance(host.DefaultStopTimeout)
 		if n := len(e.d.Unclosed()); n != 0 {
