@@ -10,8 +10,8 @@ import (
 )
 
 // BenchmarkCallReady measures what Host.Call adds to a call on a ready shared server:
-// direct is the fake session alone, the floor; serial and parallel go through the
-// host (lookup, the live connection, the in-flight count, the idle clock).
+// direct and direct_parallel are the fake session alone, the floors; serial and
+// parallel go through the host (lookup, the live connection, the call counts).
 //
 //	go test -run '^$' -bench CallReady -benchmem -cpu 1,2 ./internal/host/
 func BenchmarkCallReady(b *testing.B) {
@@ -40,6 +40,17 @@ func BenchmarkCallReady(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+	})
+	b.Run("direct_parallel", func(b *testing.B) {
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := sess.Call(ctx, "tools/call", params, host.CallOptions{}); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
 	})
 	b.Run("serial", func(b *testing.B) {
 		b.ReportAllocs()
