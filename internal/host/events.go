@@ -13,7 +13,9 @@ import (
 // CatalogChanged → mcp/server/catalog_changed.
 //
 // Methods are called from one goroutine, never with a host lock held, and should
-// return quickly: while one runs, later events wait (in memory) behind it.
+// return quickly: while one runs, later events wait (in memory) behind it. They may
+// call the host's read methods (Status, Snapshot, Catalog) but not Shutdown, which
+// waits for the last event to be delivered.
 type Observer interface {
 	ServerChanged(ServerEvent)
 	StateChanged(StateEvent)
