@@ -31,7 +31,7 @@ const (
 
 func edge(from, to host.State) hosttest.Edge { return hosttest.Edge{From: from, To: to} }
 
-// scenario drives one server "a" into a transition. Helpers below are its steps.
+// scenario drives one server "a" into a transition; the env methods below are its steps.
 type scenario struct {
 	opts func(o *host.Options)
 	run  func(e *env)
