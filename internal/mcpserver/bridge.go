@@ -108,6 +108,9 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, !opts.NoStateless)
+	// Every client holding the token shares the one session, and a harness that
+	// reconnects initializes again: a later initialize renegotiates.
+	sess.conn.reinitialize = true
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize

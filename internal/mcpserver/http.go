@@ -299,7 +299,7 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
-		if !hasInitialize(body) {
+		if !opensSession(body) {
 			writeRefusal(w, refuseMissingSession)
 			return
 		}
@@ -324,13 +324,12 @@ func sessionIDOf(s *httpSession) string {
 	return s.id
 }
 
-func hasInitialize(b *rpcwire.Body) bool {
-	for _, it := range b.Items {
-		if it.Msg != nil && it.Msg.IsRequest() && it.Msg.Method == "initialize" {
-			return true
-		}
-	}
-	return false
+// opensSession reports whether b is what opens a Handler session: one
+// initialize, never batched (a batch's other requests would run beside the
+// handshake).
+func opensSession(b *rpcwire.Body) bool {
+	m := b.Items[0].Msg
+	return !b.Batch && m != nil && m.IsRequest() && m.Method == "initialize"
 }
 
 // acceptsSSE reports whether the client listed text/event-stream in Accept.
@@ -351,6 +350,13 @@ func acceptsSSE(r *http.Request) bool {
 // the client accepts text/event-stream. Over SSE a Peer may send requests on the
 // same stream before the answers.
 func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession, body *rpcwire.Body) {
+	run := sess.conn.begin(body.Items, body.Batch)
+	if run.refused != nil {
+		// One request the handshake refuses (before initialize, a second
+		// initialize): 400, as for a request without a session.
+		writeRPCError(w, sess.id, body.Items[0].Msg.ID, run.refused)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
@@ -362,7 +368,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	if acceptsSSE(r) {
 		stream = &sseStream{w: w, sessionID: sess.id}
 		peer = peerFunc{c: sess.conn, send: stream.send}
-		if hasRequest(body) {
+		if run.pending() {
 			// A request will be answered, so the answer is 200 text/event-stream
 			// whatever the call does: start it now and keep it alive, so idle
 			// timeouts in the client or a proxy do not cut a long call.
@@ -372,7 +378,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 			stopKeepAlive = stream.keepAlive(c.keepAlive)
 		}
 	}
-	answers, panicked := sess.conn.runItems(ctx, body.Items, body.Batch, peer)
+	answers, panicked := run.run(ctx, peer)
 	stopKeepAlive()
 	if panicked && (stream == nil || !stream.isStarted()) {
 		writeRefusal(w, refuseInternal)

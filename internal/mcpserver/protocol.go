@@ -50,6 +50,9 @@ type conn struct {
 	// stateless enables the 2026-07-28 revision; off, its requests are read as
 	// older-era messages (server/discover is then an unknown method).
 	stateless bool
+	// reinitialize lets a later initialize renegotiate the session instead of
+	// being refused (see handshake.go).
+	reinitialize bool
 
 	mu         sync.Mutex
 	version    string
@@ -57,6 +60,12 @@ type conn struct {
 	inflight   map[string]*inflightCall
 	pending    map[string]chan *rpcwire.Message
 	closed     bool
+	// initialized is set once an initialize succeeded: only then are
+	// session-based requests other than ping served.
+	initialized bool
+	// ready is set when notifications/initialized arrives after it: only then
+	// may the server send the client requests other than ping.
+	ready bool
 
 	nextID atomic.Int64
 }
@@ -95,45 +104,89 @@ func (c *conn) failPending() {
 	}
 }
 
-// runItems answers a decoded body: invalid items (and 2026-07-28 requests inside a
-// batch) get their error, notifications
-// and responses are handled at once, requests run concurrently (at most
-// batchWorkers at a time). answers has one entry per item, nil where nothing is
-// answered. panicked reports a Turn that panicked.
-func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, batch bool, peer Peer) (answers [][]byte, panicked bool) {
-	answers = make([][]byte, len(items))
+// bodyRun is a decoded body whose items were decided in arrival order (begin)
+// and whose admitted requests are still to run (run).
+type bodyRun struct {
+	c       *conn
+	items   []rpcwire.Item
+	answers [][]byte // one per item, nil where nothing is (yet) answered
+	todo    []int    // the requests to run, by index
+	// refused is the handshake's refusal of a body that is one request (see
+	// admit); HTTP answers it 400.
+	refused *jsonrpc.Error
+}
+
+// begin decides a decoded body in arrival order, before anything of it runs:
+// invalid items (and 2026-07-28 requests inside a batch) get their error,
+// notifications and responses are handled, initialize is answered, and every
+// other request is admitted or refused by the session's handshake (admit). It
+// never blocks on a Turn, so the caller runs it in the order the bodies arrived
+// and a request is decided with every earlier initialize already done.
+func (c *conn) begin(items []rpcwire.Item, batch bool) *bodyRun {
+	r := &bodyRun{c: c, items: items, answers: make([][]byte, len(items))}
+	for i, it := range items {
+		m := it.Msg
+		switch {
+		case it.Err != nil:
+			r.answers[i] = rpcwire.Error(it.ID, it.Err)
+		case batch && c.stateless && isModern(m):
+			// 2026-07-28 has no batches: its requests travel one at a time.
+			if m.IsRequest() {
+				r.answers[i] = rpcwire.Error(m.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
+			}
+		case m.IsResponse():
+			c.deliver(m)
+		case m.IsNotification():
+			c.notify(m)
+		default:
+			if e := c.admit(m, batch); e != nil {
+				r.answers[i] = rpcwire.Error(m.ID, e)
+				if !batch {
+					r.refused = e
+				}
+				continue
+			}
+			if m.Method == "initialize" && !(c.stateless && isModern(m)) {
+				res, e := c.initialize(m.Params)
+				r.answers[i], _ = c.encodeAnswer(m, res, e)
+				if e != nil && e.Code == jsonrpc.CodeInvalidRequest && !batch {
+					r.refused = e // a second initialize
+				}
+				continue
+			}
+			r.todo = append(r.todo, i)
+		}
+	}
+	return r
+}
+
+// pending reports whether requests remain to run.
+func (r *bodyRun) pending() bool { return len(r.todo) > 0 }
+
+// run runs the admitted requests concurrently (at most batchWorkers at a time)
+// and returns every answer in input order, nil where nothing is answered.
+// panicked reports a Turn that panicked.
+func (r *bodyRun) run(ctx context.Context, peer Peer) (answers [][]byte, panicked bool) {
 	var (
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, batchWorkers)
 		pan atomic.Bool
 	)
-	for i, it := range items {
-		switch {
-		case it.Err != nil:
-			answers[i] = rpcwire.Error(it.ID, it.Err)
-		case batch && c.stateless && isModern(it.Msg):
-			// 2026-07-28 has no batches: its requests travel one at a time.
-			if it.Msg.IsRequest() {
-				answers[i] = rpcwire.Error(it.Msg.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
+	for _, i := range r.todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a, err := r.c.handle(ctx, r.items[i].Msg, peer)
+			if errors.Is(err, errPanic) {
+				pan.Store(true)
 			}
-		case !it.Msg.IsRequest():
-			_, _ = c.handle(ctx, it.Msg, peer)
-		default:
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				a, err := c.handle(ctx, it.Msg, peer)
-				if errors.Is(err, errPanic) {
-					pan.Store(true)
-				}
-				answers[i] = a
-			}()
-		}
+			r.answers[i] = a
+		}()
 	}
 	wg.Wait()
-	return answers, pan.Load()
+	return r.answers, pan.Load()
 }
 
 // handle answers one valid message. It returns nil for notifications and for
@@ -185,22 +238,30 @@ func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer Peer, fo
 	} else {
 		result, rpcErr = c.dispatch(ctx, m, peer)
 	}
-	if rpcErr != nil {
-		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
-	}
-	b, encErr := rpcwire.Result(m.ID, result)
-	if encErr != nil {
-		c.log.Error("encoding an answer", "method", m.Method, "err", encErr)
-		rpcErr = rpcwire.InternalError()
-		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
-	}
-	return b, nil, nil
+	answer, rpcErr = c.encodeAnswer(m, result, rpcErr)
+	return answer, rpcErr, nil
 }
 
+// encodeAnswer encodes the answer to request m: its error, or its result (an
+// internal error when the result cannot be encoded). It returns the error the
+// answer carries, if any.
+func (c *conn) encodeAnswer(m *rpcwire.Message, result any, rpcErr *jsonrpc.Error) ([]byte, *jsonrpc.Error) {
+	if rpcErr == nil {
+		b, err := rpcwire.Result(m.ID, result)
+		if err == nil {
+			return b, nil
+		}
+		c.log.Error("encoding an answer", "method", m.Method, "err", err)
+		rpcErr = rpcwire.InternalError()
+	}
+	return rpcwire.Error(m.ID, rpcErr), rpcErr
+}
+
+// dispatch answers a session-based request that admit let through; a method
+// added here must be added to admit's list of the methods that wait for
+// initialize.
 func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any, *jsonrpc.Error) {
 	switch m.Method {
-	case "initialize":
-		return c.initialize(m.Params)
 	case "ping":
 		return json.RawMessage(`{}`), nil
 	case "tools/list":
@@ -228,8 +289,10 @@ func (c *conn) notify(m *rpcwire.Message) {
 		if call != nil {
 			call.cancel()
 		}
+	case "notifications/initialized":
+		c.initializedNotice()
 	default:
-		// notifications/initialized and anything else: nothing to answer.
+		// Anything else: nothing to do.
 	}
 }
 
@@ -240,45 +303,6 @@ func members(obj json.RawMessage) (map[string]json.RawMessage, error) {
 		return nil, err
 	}
 	return m, nil
-}
-
-type initializeResult struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ServerInfo      Implementation  `json:"serverInfo"`
-	Instructions    string          `json:"instructions,omitempty"`
-}
-
-func (c *conn) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
-	p := map[string]json.RawMessage{}
-	if params != nil {
-		if params[0] != '{' {
-			return nil, rpcwire.InvalidParams("initialize params must be an object")
-		}
-		var err error
-		if p, err = members(params); err != nil {
-			return nil, rpcwire.InvalidParams("initialize params: " + err.Error())
-		}
-	}
-	version := LatestVersion
-	var asked string
-	if json.Unmarshal(p["protocolVersion"], &asked) == nil && supportedVersion(asked) {
-		version = asked
-	}
-	caps := p["capabilities"]
-	if len(caps) == 0 || caps[0] != '{' {
-		caps = nil
-	}
-	c.mu.Lock()
-	c.version = version
-	c.clientCaps = caps
-	c.mu.Unlock()
-	return initializeResult{
-		ProtocolVersion: version,
-		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
-		ServerInfo:      c.info,
-		Instructions:    c.instructions,
-	}, nil
 }
 
 type toolsListResult struct {
@@ -453,8 +477,12 @@ func (c *conn) capable(method string) bool {
 		return method == "ping"
 	}
 	c.mu.Lock()
-	caps := c.clientCaps
+	caps, ready := c.clientCaps, c.ready
 	c.mu.Unlock()
+	if !ready {
+		// Before notifications/initialized the server sends nothing but pings.
+		return false
+	}
 	var m map[string]json.RawMessage
 	if json.Unmarshal(caps, &m) != nil {
 		return false

@@ -236,6 +236,9 @@ func TestBridgeCloseCancelsCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if rec := post(b, initBody); rec.Code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+	}
 	done := make(chan int)
 	go func() {
 		res, err := http.Post(b.URL(), "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.block"}}`))
