@@ -53,6 +53,9 @@ type BridgeOptions struct {
 	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
 	// sends none).
 	KeepAliveInterval time.Duration
+	// WriteTimeout bounds each write of an answer, as HandlerOptions.WriteTimeout
+	// (default DefaultWriteTimeout; negative sets none).
+	WriteTimeout time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
@@ -110,6 +113,10 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	if keepAlive == 0 {
 		keepAlive = DefaultKeepAliveInterval
 	}
+	writeTimeout := opts.WriteTimeout
+	if writeTimeout == 0 {
+		writeTimeout = DefaultWriteTimeout
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("opening the bridge listener: %w", err)
@@ -152,6 +159,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 			stateless:    !opts.NoStateless,
 			inflight:     newInflightLimit(bridgeMaxInFlight),
 			keepAlive:    keepAlive,
+			writeTimeout: writeTimeout,
 		},
 		served: make(chan struct{}),
 	}

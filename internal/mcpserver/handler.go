@@ -65,6 +65,11 @@ type HandlerOptions struct {
 	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
 	// sends none).
 	KeepAliveInterval time.Duration
+	// WriteTimeout bounds each write of an answer: a client that takes none of
+	// it in this time (it stopped reading) loses the answer, and the calls of
+	// an SSE answer still running are cancelled (default DefaultWriteTimeout;
+	// negative sets none).
+	WriteTimeout time.Duration
 	// MaxBodyBytes caps a POST body, 413 above it (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names.
@@ -119,6 +124,9 @@ func NewHandler(opts HandlerOptions) *Handler {
 	if opts.KeepAliveInterval == 0 {
 		opts.KeepAliveInterval = DefaultKeepAliveInterval
 	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +152,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 			retryAfter:   reg.retryAfter,
 			inflight:     newInflightLimit(opts.MaxInFlightPerPrincipal),
 			keepAlive:    opts.KeepAliveInterval,
+			writeTimeout: opts.WriteTimeout,
 		},
 	}
 }
