@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 
@@ -66,23 +67,17 @@ type initializeResult struct {
 // session: the version is negotiated and the client's capabilities recorded.
 // The check for an earlier initialize and the opening happen under one lock, so
 // of two concurrent initializes on a session only one succeeds.
-func (c *conn) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
-	p := map[string]json.RawMessage{}
-	if params != nil {
-		if params[0] != '{' {
-			return nil, rpcwire.InvalidParams("initialize params must be an object")
-		}
-		var err error
-		if p, err = members(params); err != nil {
-			return nil, rpcwire.InvalidParams("initialize params: " + err.Error())
-		}
+func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
+	if m.Params != nil && m.Params[0] != '{' {
+		return nil, rpcwire.InvalidParams("initialize params must be an object")
 	}
 	version := LatestVersion
 	var asked string
-	if json.Unmarshal(p["protocolVersion"], &asked) == nil && supportedVersion(asked) {
+	if json.Unmarshal(m.Param("protocolVersion"), &asked) == nil && supportedVersion(asked) {
 		version = asked
 	}
-	caps := p["capabilities"]
+	// A copy: the session keeps it, not the whole body it came in.
+	caps := bytes.Clone(m.Param("capabilities"))
 	if len(caps) == 0 || caps[0] != '{' {
 		caps = nil
 	}

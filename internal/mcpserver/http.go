@@ -260,7 +260,7 @@ func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, princip
 }
 
 func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSession, principal string) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody))
+	data, err := readBody(w, r, c.maxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -318,6 +318,24 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		defer sess.release()
 	}
 	c.answer(w, r, sess, body)
+}
+
+// readBody reads a request body of at most max bytes into one buffer of its
+// size when the client declared it (a body over max is refused before any of
+// it is read), and through a growing buffer otherwise (chunked).
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, &http.MaxBytesError{Limit: max}
+	}
+	body := http.MaxBytesReader(w, r.Body, max)
+	if n := r.ContentLength; n > 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
 }
 
 func sessionIDOf(s *httpSession) string {
@@ -454,7 +472,7 @@ func (c *httpCore) dropped(err error) {
 // the body (MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call), or it
 // is 400 with -32020; no mcp-session-id is issued or echoed; JSON-RPC errors map
 // to HTTP statuses in modernStatus.
-func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage, sess *httpSession, principal string) {
+func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta json.RawMessage, sess *httpSession, principal string) {
 	if rpcErr := checkModernHeaders(r, m, meta); rpcErr != nil {
 		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
 		return
@@ -490,7 +508,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 }
 
 // checkModernHeaders compares the standard headers with the body.
-func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage) *jsonrpc.Error {
+func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessage) *jsonrpc.Error {
 	mismatch := func(what string) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: "header mismatch: " + what}
 	}
@@ -516,9 +534,7 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]jso
 		// By the member's exact name, as callTool reads it (encoding/json's struct
 		// fields would also take "NAME").
 		var name string
-		if p, err := members(m.Params); err == nil {
-			_ = json.Unmarshal(p["name"], &name)
-		}
+		_ = json.Unmarshal(m.Param("name"), &name)
 		if name != "" && decodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))) != name {
 			return mismatch("Mcp-Name must equal params.name")
 		}
@@ -562,7 +578,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 // further and the answer is {"error":"unsupported_protocol_version"}.
 func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
 	if c.stateless && r.Method == http.MethodPost {
-		if data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody)); err == nil {
+		if data, err := readBody(w, r, c.maxBody); err == nil {
 			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
 				if _, ok := modernMeta(body.Items[0].Msg); ok {
 					e := unsupportedVersion(v)

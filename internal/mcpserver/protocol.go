@@ -147,7 +147,7 @@ func (c *conn) begin(items []rpcwire.Item, batch bool) *bodyRun {
 				continue
 			}
 			if m.Method == "initialize" && !(c.stateless && isModern(m)) {
-				res, e := c.initialize(m.Params)
+				res, e := c.initialize(m)
 				r.answers[i], _ = c.encodeAnswer(m, res, e)
 				if e != nil && e.Code == jsonrpc.CodeInvalidRequest && !batch {
 					r.refused = e // a second initialize
@@ -267,7 +267,7 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 	case "tools/list":
 		return c.listTools(ctx)
 	case "tools/call":
-		return c.callTool(ctx, m.Params, peer, false)
+		return c.callTool(ctx, m, peer, false)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }
@@ -275,11 +275,11 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 func (c *conn) notify(m *rpcwire.Message) {
 	switch m.Method {
 	case "notifications/cancelled":
-		p, err := members(m.Params) // exact names, never encoding/json's case folding
-		if err != nil || p["requestId"] == nil {
+		rid := m.Param("requestId") // exact names, never encoding/json's case folding
+		if rid == nil {
 			return
 		}
-		body, rpcErr := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(p["requestId"]) + `,"method":"x"}`))
+		body, rpcErr := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(rid) + `,"method":"x"}`))
 		if rpcErr != nil || body.Items[0].Msg == nil {
 			return
 		}
@@ -294,15 +294,6 @@ func (c *conn) notify(m *rpcwire.Message) {
 	default:
 		// Anything else: nothing to do.
 	}
-}
-
-// members splits a re-encoded object into its members by exact name.
-func members(obj json.RawMessage) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
 }
 
 type toolsListResult struct {
@@ -332,39 +323,35 @@ func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
 	}}, nil
 }
 
-func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer, modern bool) (any, *jsonrpc.Error) {
-	if params == nil || params[0] != '{' {
+func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, modern bool) (any, *jsonrpc.Error) {
+	if m.Params == nil || m.Params[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call needs an object with a tool name")
 	}
 	// params was strictly decoded and re-encoded by rpcwire: no duplicate or
-	// case-variant members remain, so this ordinary decode reads what the policy
-	// decision reads.
-	// Members are looked up by their exact names (encoding/json's struct
-	// decoding would also accept "NAME").
-	p, err := members(params)
-	if err != nil {
-		return nil, rpcwire.InvalidParams("tools/call params: " + err.Error())
-	}
+	// case-variant members remain, so what is read here is what the policy
+	// decision reads. Members are looked up by their exact names
+	// (encoding/json's struct decoding would also accept "NAME"), as slices of
+	// params: the arguments reach the Turn without a copy.
 	var name string
-	if json.Unmarshal(p["name"], &name) != nil || name == "" {
+	if json.Unmarshal(m.Param("name"), &name) != nil || name == "" {
 		return nil, rpcwire.InvalidParams("tools/call without a tool name")
 	}
-	args := p["arguments"]
+	args := m.Param("arguments")
 	if string(args) == "null" {
 		args = nil
 	}
 	if args != nil && args[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call arguments must be an object")
 	}
-	meta := p["_meta"]
+	meta := m.Param("_meta")
 	if string(meta) == "null" || (meta != nil && meta[0] != '{') {
 		meta = nil
 	}
 	req := &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer}
 	if modern {
 		req.ProtocolVersion = ModernVersion
-		req.InputResponses = nonNull(p["inputResponses"])
-		req.RequestState = nonNull(p["requestState"])
+		req.InputResponses = nonNull(m.Param("inputResponses"))
+		req.RequestState = nonNull(m.Param("requestState"))
 	}
 	res, err := c.turn.CallTool(ctx, req)
 	if err != nil || res == nil {
@@ -483,11 +470,7 @@ func (c *conn) capable(method string) bool {
 		// Before notifications/initialized the server sends nothing but pings.
 		return false
 	}
-	var m map[string]json.RawMessage
-	if json.Unmarshal(caps, &m) != nil {
-		return false
-	}
-	v, ok := m[need]
+	v, ok := rpcwire.Member(caps, need)
 	return ok && string(v) != "null"
 }
 
