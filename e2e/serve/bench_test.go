@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/rpcwire/rpcwiretest"
 )
 
 // BenchmarkServeInvoke is one POST /v1/tools/invoke (local.read_file of a small file)
@@ -54,34 +56,6 @@ func BenchmarkServeListTools(b *testing.B) {
 	}
 }
 
-// largeCall is a tools/call of local.write_file of about size bytes whose
-// arguments are one long string (shape "string": the file's content) or many
-// small objects (shape "tree", which the tool's schema then refuses, after the
-// whole body was read, decoded and parsed).
-func largeCall(shape string, size int) string {
-	var sb strings.Builder
-	sb.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"local.write_file","arguments":`)
-	switch shape {
-	case "string":
-		sb.WriteString(`{"path":"big.txt","content":"`)
-		for sb.Len() < size-8 {
-			sb.WriteString("lorem ipsum dolor sit amet \\n ")
-		}
-		sb.WriteString(`"}`)
-	case "tree":
-		sb.WriteString(`{"rows":[`)
-		for i := 0; sb.Len() < size-8; i++ {
-			if i > 0 {
-				sb.WriteString(",")
-			}
-			fmt.Fprintf(&sb, `{"id":%d,"name":"row-%d","ok":true}`, i, i)
-		}
-		sb.WriteString(`]}`)
-	}
-	sb.WriteString(`}}`)
-	return sb.String()
-}
-
 // peakRSS is the daemon's VmHWM (the most resident memory it ever had), in
 // bytes.
 func (d *daemon) peakRSS(b *testing.B) int64 {
@@ -107,7 +81,7 @@ func (d *daemon) peakRSS(b *testing.B) int64 {
 // memory one large request costs, body, decoding, the kernel's parse and the
 // tool included.
 func BenchmarkServeLargeCall(b *testing.B) {
-	for _, shape := range []string{"string", "tree"} {
+	for _, shape := range rpcwiretest.Shapes {
 		b.Run(shape, func(b *testing.B) {
 			data, _ := setup(b, nil)
 			d := startServe(b, data, workspaceDir(b))
@@ -125,7 +99,9 @@ func BenchmarkServeLargeCall(b *testing.B) {
 			}
 			call(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"local.write_file","arguments":{"path":"small.txt","content":"x"}}}`)
 			before := d.peakRSS(b)
-			big := largeCall(shape, 3<<20)
+			// local.write_file: the string shape is written, the tree shape
+			// refused by the tool's schema after it was read and parsed.
+			big := string(rpcwiretest.LargeCall("local.write_file", shape, 3<<20))
 			b.SetBytes(int64(len(big)))
 			for b.Loop() {
 				call(big)

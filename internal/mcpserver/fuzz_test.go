@@ -186,13 +186,7 @@ func BenchmarkHTTPToolsCallParallel(b *testing.B) {
 // BenchmarkStdioToolsCall measures tools/call throughput over ServeStdio with
 // pipes: one request written, its answer read, in a loop.
 func BenchmarkStdioToolsCall(b *testing.B) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- mcpserver.ServeStdio(context.Background(), inR, outW, mcpservertest.NewTurn(), mcpserver.StdioOptions{})
-		outW.Close()
-	}()
+	inW, outR, done := pipeStdio(mcpservertest.NewTurn(), mcpserver.StdioOptions{})
 	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.echo","arguments":{"path":"src/main.go","limit":100}}}` + "\n")
 	buf := make([]byte, 64<<10)
 	roundTrip := func(line []byte) []byte {

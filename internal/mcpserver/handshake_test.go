@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"strings"
 	"testing"
@@ -17,13 +16,7 @@ import (
 // initialize is refused; with the 2026-07-28 revision turned off a request
 // carrying its _meta is an ordinary one and waits for initialize too.
 func TestStdioHandshake(t *testing.T) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- mcpserver.ServeStdio(context.Background(), inR, outW, mcpservertest.NewTurn(), mcpserver.StdioOptions{})
-		outW.Close()
-	}()
+	inW, outR, done := pipeStdio(mcpservertest.NewTurn(), mcpserver.StdioOptions{})
 	out := bufio.NewReader(outR)
 	exchange := func(line, want string) {
 		t.Helper()

@@ -2,7 +2,6 @@ package mcpserver_test
 
 import (
 	"bytes"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -10,41 +9,21 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/rpcwire/rpcwiretest"
 )
 
-// largeCall is a tools/call of about size bytes (see the rpcwire benchmark of
-// the same name): arguments that are one long string, or many small objects.
-// The tool is test.fail, which answers without reading them, so what is
-// measured is the MCP layer's own cost of the request.
+// largeCall is a 3 MiB-class tools/call of test.fail, which answers without
+// reading its arguments, so what is measured is the MCP layer's own cost.
 func largeCall(shape string, size int) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.fail","arguments":`)
-	switch shape {
-	case "string":
-		sb.WriteString(`{"path":"big.txt","content":"`)
-		for sb.Len() < size-8 {
-			sb.WriteString("lorem ipsum dolor sit amet \\n ")
-		}
-		sb.WriteString(`"}`)
-	case "tree":
-		sb.WriteString(`{"rows":[`)
-		for i := 0; sb.Len() < size-8; i++ {
-			if i > 0 {
-				sb.WriteString(",")
-			}
-			fmt.Fprintf(&sb, `{"id":%d,"name":"row-%d","ok":true}`, i, i)
-		}
-		sb.WriteString(`]}`)
-	}
-	sb.WriteString(`}}`)
-	return []byte(sb.String())
+	return rpcwiretest.LargeCall(mcpservertest.ToolFail, shape, size)
 }
 
 // BenchmarkHandlerLargeCall is one 3 MiB tools/call through the Handler (body
 // read, strict decode, dispatch, answer), in memory. B/op over the body size
 // is the multiple of its size one request costs.
 func BenchmarkHandlerLargeCall(b *testing.B) {
-	for _, shape := range []string{"string", "tree"} {
+	for _, shape := range rpcwiretest.Shapes {
 		b.Run(shape, func(b *testing.B) {
 			h := mcpserver.NewHandler(mcpserver.HandlerOptions{OpenTurn: (&turnCounter{}).open})
 			defer h.Close()
@@ -77,7 +56,7 @@ func TestLargeCallCostProportional(t *testing.T) {
 	h := mcpserver.NewHandler(mcpserver.HandlerOptions{OpenTurn: (&turnCounter{}).open})
 	defer h.Close()
 	sid := post(h, initBody).Header().Get("Mcp-Session-Id")
-	for _, shape := range []string{"string", "tree"} {
+	for _, shape := range rpcwiretest.Shapes {
 		body := largeCall(shape, 3<<20)
 		req := httptest.NewRequest(http.MethodPost, "/mcp", bytes.NewReader(body))
 		req.Host = "127.0.0.1:7077"

@@ -19,6 +19,19 @@ import (
 // stdioInit opens a stdio session (its answer has id 0).
 const stdioInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`
 
+// pipeStdio serves turn over pipes: the caller writes to in, reads from out,
+// and closes in to end it; done receives what ServeStdio returned.
+func pipeStdio(turn mcpserver.Turn, opts mcpserver.StdioOptions) (in *io.PipeWriter, out *io.PipeReader, done <-chan error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	d := make(chan error, 1)
+	go func() {
+		d <- mcpserver.ServeStdio(context.Background(), inR, outW, turn, opts)
+		outW.Close()
+	}()
+	return inW, outR, d
+}
+
 // runStdio feeds input to ServeStdio and returns the lines written.
 func runStdio(t *testing.T, input string, opts mcpserver.StdioOptions) []string {
 	t.Helper()

@@ -47,10 +47,9 @@ func TestHandlerToollessQuota(t *testing.T) {
 		t.Errorf("nobody: %d open turns, %d closed; want %d, 1 (the refused one)", open, closed, quota)
 	}
 	checkBookkeeping(t, h)
-	for _, tt := range pt.of("nobody") {
-		tt.Release()
-	}
-	for range quota {
+	// Released in order, so the first session is the least recently used.
+	for i := range quota {
+		pt.nth("nobody", i).Release()
 		if c := <-done; c != http.StatusOK {
 			t.Errorf("a blocked call ended with %d", c)
 		}

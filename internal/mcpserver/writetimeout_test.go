@@ -105,11 +105,7 @@ func TestWriteTimeoutDropsUnreadAnswers(t *testing.T) {
 		srv := &http.Server{Handler: h}
 		go func() { _ = srv.Serve(ln) }()
 		defer srv.Close()
-		rec := post(h, initBody)
-		sid := rec.Header().Get("Mcp-Session-Id")
-		if rec.Code != http.StatusOK || sid == "" {
-			t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
-		}
+		sid := initSession(t, h)
 		turn := tc.turns[0]
 		running := func(what string, want int) {
 			t.Helper()

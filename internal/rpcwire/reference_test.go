@@ -23,10 +23,7 @@ var (
 	refErrTrailing = errors.New("trailing data")
 )
 
-// Decode parses one body. A non-nil error concerns the whole body and is the
-// answer to send (with a null id): -32700 when it is not JSON, over a limit or
-// not UTF-8; -32600 for an empty batch. Otherwise every element is decided on
-// its own in Body.Items.
+// refDecode is Decode as it was.
 func (l Limits) refDecode(data []byte) (*Body, *jsonrpc.Error) {
 	if len(data) > l.maxBytes() {
 		return nil, ParseError(fmt.Sprintf("message is larger than %d bytes", l.maxBytes()))
@@ -52,7 +49,7 @@ func (l Limits) refDecode(data []byte) (*Body, *jsonrpc.Error) {
 			if len(body.Items) == l.maxBatch() {
 				return nil, InvalidRequest(fmt.Sprintf("a batch holds at most %d messages", l.maxBatch()))
 			}
-			st := &refObjState{}
+			st := &objState{}
 			v, err := p.value(2, st)
 			if err != nil {
 				return nil, p.parseErr(err)
@@ -69,7 +66,7 @@ func (l Limits) refDecode(data []byte) (*Body, *jsonrpc.Error) {
 			return nil, InvalidRequest("empty batch")
 		}
 	} else {
-		st := &refObjState{}
+		st := &objState{}
 		v, err := p.value(1, st)
 		if err != nil {
 			return nil, p.parseErr(err)
@@ -106,23 +103,8 @@ func (p *refParser) end() error {
 	return nil
 }
 
-// refObjState records strictness violations found while parsing one message. The
-// parse goes on past them so the message's id can still be read for the answer.
-type refObjState struct {
-	violation string
-	// idAmbiguous is set when the top-level "id" itself was duplicated or
-	// case-varied, so no id is usable.
-	idAmbiguous bool
-}
-
-func (st *refObjState) violate(msg string) {
-	if st.violation == "" {
-		st.violation = msg
-	}
-}
-
 // value reads one JSON value at the given depth (1 for the top level).
-func (p *refParser) value(depth int, st *refObjState) (any, error) {
+func (p *refParser) value(depth int, st *objState) (any, error) {
 	tok, err := p.dec.Token()
 	if err != nil {
 		return nil, err
@@ -191,7 +173,7 @@ func (p *refParser) value(depth int, st *refObjState) (any, error) {
 // refDecideItem applies the seed's error table to one parsed element: a message
 // that is not a valid JSON-RPC message is -32600 when its id is usable, else
 // -32700 (with a null id).
-func refDecideItem(v any, st *refObjState) Item {
+func refDecideItem(v any, st *objState) Item {
 	obj, isObj := v.(map[string]any)
 	var id jsonrpc.ID
 	hasID := false
@@ -259,7 +241,7 @@ func refEnvelope(obj map[string]any) (*Message, string) {
 			default:
 				return nil, `"params" must be an object or an array`
 			}
-			enc, err := refEncode(p)
+			enc, err := Encode(p)
 			if err != nil {
 				return nil, "params cannot be re-encoded"
 			}
@@ -278,7 +260,7 @@ func refEnvelope(obj map[string]any) (*Message, string) {
 		return nil, `a response carries exactly one of "result" and "error"`
 	}
 	if hasResult {
-		enc, err := refEncode(obj["result"])
+		enc, err := Encode(obj["result"])
 		if err != nil {
 			return nil, "result cannot be re-encoded"
 		}
@@ -300,7 +282,7 @@ func refEnvelope(obj map[string]any) (*Message, string) {
 	msg, _ := eo["message"].(string)
 	we := &jsonrpc.Error{Code: n, Message: msg}
 	if d, ok := eo["data"]; ok {
-		enc, err := refEncode(d)
+		enc, err := Encode(d)
 		if err != nil {
 			return nil, "error data cannot be re-encoded"
 		}
@@ -308,15 +290,4 @@ func refEnvelope(obj map[string]any) (*Message, string) {
 	}
 	m.Error = we
 	return m, ""
-}
-
-// refEncode is the reference's re-encoding of a parsed value.
-func refEncode(v any) (json.RawMessage, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimRight(buf.Bytes(), "\n"), nil
 }

@@ -1,44 +1,20 @@
 package rpcwire
 
 import (
-	"fmt"
 	"runtime"
-	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/rpcwire/rpcwiretest"
 )
 
-// largeCall is a tools/call of about size bytes whose arguments are one long
-// string (shape "string", a file written whole) or many small objects (shape
-// "tree", a structured payload), the two extremes of what a 3 MiB body costs
-// to decode.
 func largeCall(shape string, size int) []byte {
-	var sb strings.Builder
-	sb.WriteString(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"local.write_file","arguments":`)
-	switch shape {
-	case "string":
-		sb.WriteString(`{"path":"big.txt","content":"`)
-		for sb.Len() < size-8 {
-			sb.WriteString("lorem ipsum dolor sit amet \\n ")
-		}
-		sb.WriteString(`"}`)
-	case "tree":
-		sb.WriteString(`{"rows":[`)
-		for i := 0; sb.Len() < size-8; i++ {
-			if i > 0 {
-				sb.WriteString(",")
-			}
-			fmt.Fprintf(&sb, `{"id":%d,"name":"row-%d","ok":true}`, i, i)
-		}
-		sb.WriteString(`]}`)
-	}
-	sb.WriteString(`}}`)
-	return []byte(sb.String())
+	return rpcwiretest.LargeCall("local.write_file", shape, size)
 }
 
 // BenchmarkDecode3MiB is the strict decode of a 3 MiB tools/call; B/op over
 // the body's size is what one such request costs the decoder.
 func BenchmarkDecode3MiB(b *testing.B) {
-	for _, shape := range []string{"string", "tree"} {
+	for _, shape := range rpcwiretest.Shapes {
 		b.Run(shape, func(b *testing.B) {
 			msg := largeCall(shape, 3<<20)
 			b.SetBytes(int64(len(msg)))
@@ -68,7 +44,7 @@ func allocated(f func()) uint64 {
 // stream and a tree cost 12 times the body for one long string and 37 times
 // for many small objects.
 func TestDecodeCostProportional(t *testing.T) {
-	for _, shape := range []string{"string", "tree"} {
+	for _, shape := range rpcwiretest.Shapes {
 		msg := largeCall(shape, 3<<20)
 		var body *Body
 		n := allocated(func() { body, _ = Decode(msg) })
