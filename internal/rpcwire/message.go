@@ -69,9 +69,11 @@ func (s *scanner) message(depth int, spans *[]span, item int) (Item, error) {
 	st := &objState{}
 	s.st = st
 	if s.peek() != '{' {
+		start := len(s.out)
 		if err := s.value(depth); err != nil {
 			return Item{}, err
 		}
+		s.out = s.out[:start]
 		return Item{Err: ParseError("not a JSON-RPC message: a message must be a JSON object")}, nil
 	}
 	if depth > s.maxDepth {
