@@ -273,6 +273,8 @@ func TestBridgeRefusals(t *testing.T) {
 	}{
 		{[]string{"--no-auth", "--listen", "0.0.0.0:0"}, "--no-auth is only allowed on a loopback address"},
 		{[]string{"--no-auth", "--listen", "192.0.2.1:0"}, "--no-auth is only allowed on a loopback address"},
+		{[]string{"--no-auth", "--listen", "[::]:0"}, "--no-auth is only allowed on a loopback address"},
+		{[]string{"--no-auth", "--listen", "bridge.example.invalid:0"}, "--no-auth is only allowed on a loopback address"},
 		{[]string{"--listen", "nonsense"}, "--listen"},
 		{[]string{"--listen", "127.0.0.1:99999"}, "invalid port"},
 		{[]string{"--stdio", "--listen", "127.0.0.1:0"}, "contradict"},

@@ -25,7 +25,7 @@ func TestBridgeTokenScope(t *testing.T) {
 
 	post := func(url, token string) int {
 		t.Helper()
-		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+		req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -37,7 +37,13 @@ func elicitingClient(asked *[]string) *mcp.Client {
 // auditedAskUser returns the audit events of ask_user calls in data, oldest first.
 func auditedAskUser(t *testing.T, data string) []map[string]any {
 	t.Helper()
-	out, err := exec.Command(testenv.Binary(t), "audit", "--json", "--data-dir", data, "--tool", "local.ask_user").Output()
+	return audited(t, data, "local.ask_user")
+}
+
+// audited returns the audit events of one tool's calls in data, oldest first.
+func audited(t *testing.T, data, tool string) []map[string]any {
+	t.Helper()
+	out, err := exec.Command(testenv.Binary(t), "audit", "--json", "--data-dir", data, "--tool", tool).Output()
 	if err != nil {
 		t.Fatalf("toolgate audit: %v", err)
 	}

@@ -45,7 +45,9 @@ protocol eras are served on the one endpoint: a 2025 client's initialize opens t
 bridge's single session, and the bridge then ends when that client deletes it; a
 stateless 2026-07-28 client never deletes anything, so the bridge serves until
 interrupted. --no-auth drops the token check and is refused unless the listen address is
-loopback.
+loopback. The URL names the address bound (for 0.0.0.0 or [::], the loopback address of
+that family); listening beyond loopback is announced on stderr, and other machines reach a
+wildcard bind only under a name given with --allow-host.
 
 ` + capabilityHelp + `
 Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
@@ -167,11 +169,6 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	}
 
 	opts := mcpserver.BridgeOptions{Host: host, Port: port, ServerInfo: info, Instructions: app.Instructions, Logger: log, AllowedHosts: f.allowHosts}
-	if !isLoopbackHost(host) {
-		if ip := net.ParseIP(host); ip == nil || !ip.IsUnspecified() {
-			opts.AllowedHosts = append(opts.AllowedHosts, host)
-		}
-	}
 	// Only this bridge's own token opens it: one minted for another bridge of the
 	// same principal (perhaps with other --capability values) or for toolgate serve
 	// does not (app.BridgeSessionPrefix). The session id exists once the bridge
@@ -198,6 +195,10 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 			return fmt.Errorf("minting the bridge token: %w", err)
 		}
 	}
+	if !b.Loopback() {
+		// Before the URL, so that whoever waits for the URL has seen this too.
+		warnBeyondLoopback(env, host, b)
+	}
 	if _, err := fmt.Fprintln(env.Out, b.URL()); err != nil {
 		return fmt.Errorf("printing the bridge URL: %w", err)
 	}
@@ -211,4 +212,21 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	case <-b.Done():
 	}
 	return nil
+}
+
+// warnBeyondLoopback tells the operator, on stderr, that the bridge accepts
+// connections from other machines, as toolgate serve does: its printed URL is
+// one for this machine, and other machines reach it only under the address it
+// is bound to or a name given with --allow-host.
+func warnBeyondLoopback(env *Env, host string, b *mcpserver.Bridge) {
+	where := net.JoinHostPort(host, strconv.Itoa(b.Port()))
+	if b.Addr().IP.IsUnspecified() {
+		fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on every interface (%s); every request must carry the bearer token\n", where)
+		fmt.Fprintf(env.Err, "toolgate: the URL printed is for this machine; other machines must address the bridge by a name or address given with --allow-host\n")
+		return
+	}
+	if net.ParseIP(host) == nil {
+		where += " (" + b.Addr().IP.String() + ")"
+	}
+	fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on %s; every request must carry the bearer token\n", where)
 }

@@ -9,7 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,7 +22,10 @@ import (
 // BridgeOptions configures NewBridge. The zero value is a loopback bridge on a
 // free port at /mcp with no authorization.
 type BridgeOptions struct {
-	// Host to listen on; default 127.0.0.1.
+	// Host to listen on, an IP address or a name; default 127.0.0.1. URL names
+	// the address actually bound (for a wildcard, 0.0.0.0 or ::, the loopback
+	// address of that family), and a specific address beyond loopback is
+	// accepted as Host/Origin together with the name given for it.
 	Host string
 	// Port to listen on; default 0 (the OS picks a free one).
 	Port int
@@ -28,7 +34,8 @@ type BridgeOptions struct {
 	// Authorize validates the bearer token on every request: token is the
 	// Authorization header's bearer value, present is false when none was sent.
 	// Nil means no authorization, which NewBridge accepts only on a loopback
-	// host.
+	// host: a loopback name or address that is also bound to a loopback
+	// address.
 	Authorize func(token string, present bool) bool
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names, for
 	// a deliberate non-loopback bind.
@@ -46,6 +53,9 @@ type BridgeOptions struct {
 	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
 	// sends none).
 	KeepAliveInterval time.Duration
+	// WriteTimeout bounds each write of an answer, as HandlerOptions.WriteTimeout
+	// (default DefaultWriteTimeout; negative sets none).
+	WriteTimeout time.Duration
 	// ReadHeaderTimeout bounds how long a client may take to send its request
 	// headers (slowloris); default 10s.
 	ReadHeaderTimeout time.Duration
@@ -69,6 +79,7 @@ type Bridge struct {
 	srv     *http.Server
 	url     string
 	port    int
+	addr    *net.TCPAddr
 	served  chan struct{}
 	closeMu sync.Mutex
 	closed  bool
@@ -102,12 +113,33 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	if keepAlive == 0 {
 		keepAlive = DefaultKeepAliveInterval
 	}
+	writeTimeout := opts.WriteTimeout
+	if writeTimeout == 0 {
+		writeTimeout = DefaultWriteTimeout
+	}
 	ln, err := net.Listen("tcp", net.JoinHostPort(host, strconv.Itoa(opts.Port)))
 	if err != nil {
 		return nil, fmt.Errorf("opening the bridge listener: %w", err)
 	}
-	port := ln.Addr().(*net.TCPAddr).Port
+	addr := ln.Addr().(*net.TCPAddr)
+	if opts.Authorize == nil && !addr.IP.IsLoopback() {
+		// The name passed (localhost, say) resolved to an address beyond
+		// loopback: what is bound decides, not what was asked.
+		_ = ln.Close()
+		return nil, fmt.Errorf("mcpserver: a bridge without Authorize must listen on loopback, but %q is %s", host, addr.IP)
+	}
+	port := addr.Port
+	allowed := slices.Clone(opts.AllowedHosts)
+	if !addr.IP.IsLoopback() && !addr.IP.IsUnspecified() {
+		// A deliberate bind to one address: requests naming it (or the name
+		// given for it) are meant for this bridge. A browser page elsewhere
+		// still cannot send them: its Origin is refused.
+		allowed = append(allowed, addr.IP.String(), host)
+	}
 	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, !opts.NoStateless)
+	// Every client holding the token shares the one session, and a harness that
+	// reconnects initializes again: a later initialize renegotiates.
+	sess.conn.reinitialize = true
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize
@@ -118,7 +150,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		port: port,
 		core: &httpCore{
 			path:         path,
-			guard:        newGuard(opts.AllowedHosts),
+			guard:        newGuard(allowed),
 			authenticate: authn,
 			limits:       rpcwire.Limits{MaxBytes: int(maxBody)},
 			maxBody:      maxBody,
@@ -127,14 +159,12 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 			stateless:    !opts.NoStateless,
 			inflight:     newInflightLimit(bridgeMaxInFlight),
 			keepAlive:    keepAlive,
+			writeTimeout: writeTimeout,
 		},
 		served: make(chan struct{}),
 	}
-	urlHost := host
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		urlHost = "127.0.0.1"
-	}
-	b.url = "http://" + net.JoinHostPort(urlHost, strconv.Itoa(port)) + path
+	b.addr = addr
+	b.url = (&url.URL{Scheme: "http", Host: net.JoinHostPort(urlHost(host, addr.IP), strconv.Itoa(port)), Path: path}).String()
 	readHeader := opts.ReadHeaderTimeout
 	if readHeader <= 0 {
 		readHeader = 10 * time.Second
@@ -160,6 +190,21 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	return b, nil
 }
 
+// urlHost is the host a client on this machine uses to reach a listener that
+// was asked for host and bound to ip: the bound address itself, never a name
+// that might resolve to another address (where another process could hold the
+// same port); for a wildcard bind (which Go makes dual-stack, reported as ::)
+// the loopback address of the family asked for.
+func urlHost(host string, ip net.IP) string {
+	if !ip.IsUnspecified() {
+		return ip.String()
+	}
+	if strings.Contains(host, ":") {
+		return "::1"
+	}
+	return "127.0.0.1"
+}
+
 type discardWriter struct{}
 
 func (discardWriter) Write(p []byte) (int, error) { return len(p), nil }
@@ -169,6 +214,14 @@ func (b *Bridge) URL() string { return b.url }
 
 // Port is the port the bridge listens on.
 func (b *Bridge) Port() int { return b.port }
+
+// Addr is the address the bridge listens on, as bound (0.0.0.0 or :: for every
+// interface).
+func (b *Bridge) Addr() *net.TCPAddr { return b.addr }
+
+// Loopback reports whether the bridge accepts connections from this machine
+// only.
+func (b *Bridge) Loopback() bool { return b.addr.IP.IsLoopback() }
 
 // SessionID is the bridge's one session id, sent as mcp-session-id.
 func (b *Bridge) SessionID() string { return b.sess.id }

@@ -122,12 +122,16 @@ func FuzzHTTP(f *testing.F) {
 	})
 }
 
+// benchBridge is a bridge whose session is initialized.
 func benchBridge(b *testing.B) *mcpserver.Bridge {
 	br, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { br.Close() })
+	if rec := post(br, initBody); rec.Code != http.StatusOK {
+		b.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+	}
 	return br
 }
 
@@ -171,6 +175,10 @@ func BenchmarkHTTPToolsCallParallel(b *testing.B) {
 			}
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
+			if res.StatusCode != 200 {
+				b.Error(res.StatusCode)
+				return
+			}
 		}
 	})
 }
@@ -178,17 +186,10 @@ func BenchmarkHTTPToolsCallParallel(b *testing.B) {
 // BenchmarkStdioToolsCall measures tools/call throughput over ServeStdio with
 // pipes: one request written, its answer read, in a loop.
 func BenchmarkStdioToolsCall(b *testing.B) {
-	inR, inW := io.Pipe()
-	outR, outW := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		done <- mcpserver.ServeStdio(context.Background(), inR, outW, mcpservertest.NewTurn(), mcpserver.StdioOptions{})
-		outW.Close()
-	}()
+	inW, outR, done := pipeStdio(mcpservertest.NewTurn(), mcpserver.StdioOptions{})
 	line := []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.echo","arguments":{"path":"src/main.go","limit":100}}}` + "\n")
 	buf := make([]byte, 64<<10)
-	b.ReportAllocs()
-	for b.Loop() {
+	roundTrip := func(line []byte) []byte {
 		if _, err := inW.Write(line); err != nil {
 			b.Fatal(err)
 		}
@@ -200,9 +201,19 @@ func BenchmarkStdioToolsCall(b *testing.B) {
 			}
 			n += m
 			if buf[n-1] == '\n' {
-				break
+				return buf[:n]
 			}
 		}
+	}
+	if got := roundTrip([]byte(stdioInit + "\n")); !bytes.Contains(got, []byte(`"result"`)) {
+		b.Fatalf("initialize: %s", got)
+	}
+	if got := roundTrip(line); !bytes.Contains(got, []byte(`"result"`)) {
+		b.Fatalf("tools/call: %s", got)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		roundTrip(line)
 	}
 	inW.Close()
 	if err := <-done; err != nil {

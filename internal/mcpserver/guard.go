@@ -23,7 +23,8 @@ import (
 //     never decompressed, so a gzip body would be misread).
 //
 // It also gives every request body DefaultBodyTimeout to arrive (see
-// withBodyDeadline), on every route behind it.
+// withBodyDeadline) and every write of a response DefaultWriteTimeout (see
+// deadlineWriter), on every route behind it.
 //
 // allowedHosts entries are host names, optionally with a port ("gw.internal",
 // "10.0.0.5:7077"); a deliberate non-loopback bind lists its names here.
@@ -35,6 +36,7 @@ func guardWith(next http.Handler, allowedHosts []string, bodyTimeout time.Durati
 	g := newGuard(allowedHosts)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		withBodyDeadline(w, r, bodyTimeout)
+		w = withWriteDeadline(w, DefaultWriteTimeout)
 		if ref := g.check(r); ref != refuseNone {
 			writeRefusal(w, ref)
 			return

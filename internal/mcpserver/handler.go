@@ -16,6 +16,7 @@ import (
 const (
 	DefaultMaxSessions             = 1024
 	DefaultMaxSessionsPerPrincipal = 64
+	DefaultMaxSessionsWithoutTools = 2
 	DefaultIdleTimeout             = 30 * time.Minute
 	// DefaultKeepAliveInterval is how often a running POST's SSE answer
 	// carries a keep-alive comment: well inside the 30-60 s read-idle
@@ -52,6 +53,15 @@ type HandlerOptions struct {
 	// principal's session, so one client's stream of initializes cannot
 	// disconnect anyone else.
 	MaxSessionsPerPrincipal int
+	// MaxSessionsWithoutTools caps the live sessions of a principal that can
+	// see no tool (the Turn opened for its initialize publishes none: no
+	// grant, only denials, or grants to tools not served), default
+	// DefaultMaxSessionsWithoutTools, never more than MaxSessionsPerPrincipal.
+	// Such a principal gains nothing from a session but ping, and without the
+	// cap a few of them could fill MaxSessions. At the cap its initialize ends
+	// its own least recently used idle sessions, or with none idle gets 503
+	// too_many_sessions.
+	MaxSessionsWithoutTools int
 	// IdleTimeout ends sessions unused this long (default DefaultIdleTimeout).
 	IdleTimeout time.Duration
 	// MaxInFlightPerPrincipal caps one principal's concurrently running
@@ -65,6 +75,11 @@ type HandlerOptions struct {
 	// ": keep-alive" comment line (default DefaultKeepAliveInterval; negative
 	// sends none).
 	KeepAliveInterval time.Duration
+	// WriteTimeout bounds each write of an answer: a client that takes none of
+	// it in this time (it stopped reading) loses the answer, and the calls of
+	// an SSE answer still running are cancelled (default DefaultWriteTimeout;
+	// negative sets none).
+	WriteTimeout time.Duration
 	// MaxBodyBytes caps a POST body, 413 above it (default DefaultMaxBodyBytes).
 	MaxBodyBytes int64
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names.
@@ -107,6 +122,10 @@ func NewHandler(opts HandlerOptions) *Handler {
 		opts.MaxSessionsPerPrincipal = DefaultMaxSessionsPerPrincipal
 	}
 	opts.MaxSessionsPerPrincipal = min(opts.MaxSessionsPerPrincipal, opts.MaxSessions)
+	if opts.MaxSessionsWithoutTools <= 0 {
+		opts.MaxSessionsWithoutTools = DefaultMaxSessionsWithoutTools
+	}
+	opts.MaxSessionsWithoutTools = min(opts.MaxSessionsWithoutTools, opts.MaxSessionsPerPrincipal)
 	if opts.IdleTimeout <= 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
 	}
@@ -118,6 +137,9 @@ func NewHandler(opts HandlerOptions) *Handler {
 	}
 	if opts.KeepAliveInterval == 0 {
 		opts.KeepAliveInterval = DefaultKeepAliveInterval
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = DefaultWriteTimeout
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -144,6 +166,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 			retryAfter:   reg.retryAfter,
 			inflight:     newInflightLimit(opts.MaxInFlightPerPrincipal),
 			keepAlive:    opts.KeepAliveInterval,
+			writeTimeout: opts.WriteTimeout,
 		},
 	}
 }
@@ -374,6 +397,7 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 	if g.opts.OpenTurn != nil {
 		turn, err = g.opts.OpenTurn(ctx, principal)
 	}
+	toolless := err == nil && turn != nil && seesNoTool(ctx, turn)
 	g.mu.Lock()
 	g.reserved--
 	if err != nil || turn == nil || g.closed {
@@ -387,11 +411,51 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		_ = closeTurn(turn)
 		return nil, refuseUnknownSession
 	}
+	var ended []*httpSession
+	if toolless {
+		// A principal that can see no tool gains nothing from a session but
+		// ping, so it may hold only a few: its own least recently used idle
+		// ones make room, and with none idle it is refused like any
+		// principal at its quota.
+		for own.live > g.opts.MaxSessionsWithoutTools {
+			e := own.idle.Front()
+			if e == nil {
+				break
+			}
+			v := e.Value.(*httpSession)
+			g.dropLocked(v)
+			ended = append(ended, v)
+		}
+		if own.live > g.opts.MaxSessionsWithoutTools {
+			g.unreserveLocked(principal, own)
+			g.mu.Unlock()
+			endAll(ended)
+			_ = closeTurn(turn)
+			return nil, refuseTooManySessions
+		}
+	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
 	s.slot = &sessionSlot{reg: g, principal: principal, owner: own, busy: 1}
 	g.sessions[s.id] = s
 	g.mu.Unlock()
+	if len(ended) > 0 {
+		g.opts.Logger.Info("a principal that can see no tool is at its session quota: ending its least recently used idle sessions", "ended", len(ended))
+		endAll(ended)
+	}
 	return s, refuseNone
+}
+
+func endAll(ss []*httpSession) {
+	for _, s := range ss {
+		s.end()
+	}
+}
+
+// seesNoTool reports whether turn publishes no tool: its principal has no
+// grant, only denials, or grants to tools that are not served.
+func seesNoTool(ctx context.Context, turn Turn) bool {
+	list, err := turn.ListTools(ctx)
+	return err == nil && list != nil && len(list.Tools) == 0
 }
 
 // retryAfter is the Retry-After of a 503 too_many_sessions for principal: a

@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"sync"
 	"time"
@@ -137,6 +138,8 @@ type httpCore struct {
 	// keepAlive is the interval of SSE comment lines on a running POST's answer;
 	// zero or less sends none.
 	keepAlive time.Duration
+	// writeTimeout bounds each write of an answer (see deadlineWriter).
+	writeTimeout time.Duration
 }
 
 // trackingWriter remembers whether anything was written, so a late panic knows
@@ -154,7 +157,7 @@ func (t *trackingWriter) Write(b []byte) (int, error) {
 func (t *trackingWriter) Unwrap() http.ResponseWriter { return t.ResponseWriter }
 
 func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
-	w := &trackingWriter{ResponseWriter: rw}
+	w := &trackingWriter{ResponseWriter: withWriteDeadline(rw, c.writeTimeout)}
 	defer func() {
 		if p := recover(); p != nil {
 			if p == http.ErrAbortHandler {
@@ -257,7 +260,7 @@ func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, princip
 }
 
 func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSession, principal string) {
-	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody))
+	data, err := readBody(w, r, c.maxBody)
 	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
@@ -299,7 +302,7 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 			writeRefusal(w, refuseUnknownSession)
 			return
 		}
-		if !hasInitialize(body) {
+		if !opensSession(body) {
 			writeRefusal(w, refuseMissingSession)
 			return
 		}
@@ -317,6 +320,24 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 	c.answer(w, r, sess, body)
 }
 
+// readBody reads a request body of at most max bytes into one buffer of its
+// size when the client declared it (a body over max is refused before any of
+// it is read), and through a growing buffer otherwise (chunked).
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	if r.ContentLength > max {
+		return nil, &http.MaxBytesError{Limit: max}
+	}
+	body := http.MaxBytesReader(w, r.Body, max)
+	if n := r.ContentLength; n > 0 {
+		buf := make([]byte, n)
+		if _, err := io.ReadFull(body, buf); err != nil {
+			return nil, err
+		}
+		return buf, nil
+	}
+	return io.ReadAll(body)
+}
+
 func sessionIDOf(s *httpSession) string {
 	if s == nil {
 		return ""
@@ -324,13 +345,12 @@ func sessionIDOf(s *httpSession) string {
 	return s.id
 }
 
-func hasInitialize(b *rpcwire.Body) bool {
-	for _, it := range b.Items {
-		if it.Msg != nil && it.Msg.IsRequest() && it.Msg.Method == "initialize" {
-			return true
-		}
-	}
-	return false
+// opensSession reports whether b is what opens a Handler session: one
+// initialize, never batched (a batch's other requests would run beside the
+// handshake).
+func opensSession(b *rpcwire.Body) bool {
+	m := b.Items[0].Msg
+	return !b.Batch && m != nil && m.IsRequest() && m.Method == "initialize"
 }
 
 // acceptsSSE reports whether the client listed text/event-stream in Accept.
@@ -351,6 +371,13 @@ func acceptsSSE(r *http.Request) bool {
 // the client accepts text/event-stream. Over SSE a Peer may send requests on the
 // same stream before the answers.
 func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession, body *rpcwire.Body) {
+	run := sess.conn.begin(body.Items, body.Batch)
+	if run.refused != nil {
+		// One request the handshake refuses (before initialize, a second
+		// initialize): 400, as for a request without a session.
+		writeRPCError(w, sess.id, body.Items[0].Msg.ID, run.refused)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	stop := context.AfterFunc(sess.ctx, cancel)
@@ -360,19 +387,25 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	peer := Peer(peerFunc{c: sess.conn})
 	stopKeepAlive := func() {}
 	if acceptsSSE(r) {
-		stream = &sseStream{w: w, sessionID: sess.id}
+		stream = newSSEStream(w, sess.id, func(err error) {
+			// The client did not take the stream (or went away): the calls
+			// still running for it are cancelled, so the kernel records how
+			// they ended, and nothing waits on a reader that is not there.
+			cancel()
+			c.dropped(err)
+		})
 		peer = peerFunc{c: sess.conn, send: stream.send}
-		if hasRequest(body) {
+		if run.pending() {
 			// A request will be answered, so the answer is 200 text/event-stream
 			// whatever the call does: start it now and keep it alive, so idle
 			// timeouts in the client or a proxy do not cut a long call.
-			if err := stream.start(); err != nil {
-				c.log.Debug("starting an SSE answer", "err", err)
+			if stream.start() != nil {
+				return // not even the headers were taken: nothing runs
 			}
 			stopKeepAlive = stream.keepAlive(c.keepAlive)
 		}
 	}
-	answers, panicked := sess.conn.runItems(ctx, body.Items, body.Batch, peer)
+	answers, panicked := run.run(ctx, peer)
 	stopKeepAlive()
 	if panicked && (stream == nil || !stream.isStarted()) {
 		writeRefusal(w, refuseInternal)
@@ -391,9 +424,8 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	}
 	if stream != nil {
 		for _, a := range out {
-			if err := stream.send(a); err != nil {
-				c.log.Debug("writing an SSE answer", "err", err)
-				return
+			if stream.send(a) != nil {
+				return // the stream's onFail recorded it
 			}
 		}
 		return
@@ -401,153 +433,46 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	w.Header().Set(headerSessionID, sess.id)
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
+	var werr error
+	write := func(b []byte) {
+		if werr == nil {
+			_, werr = w.Write(b)
+		}
+	}
 	if body.Batch {
-		_, _ = w.Write([]byte("["))
+		write([]byte("["))
 		for i, a := range out {
 			if i > 0 {
-				_, _ = w.Write([]byte(","))
+				write([]byte(","))
 			}
-			_, _ = w.Write(a)
+			write(a)
 		}
-		_, _ = w.Write([]byte("]"))
+		write([]byte("]"))
+	} else {
+		write(out[0])
+	}
+	if werr != nil {
+		c.dropped(werr)
+	}
+}
+
+// dropped records an answer the client did not take. A write that ran out of
+// the write timeout (the client stopped reading) is a warning: the answer is
+// lost, though the calls' outcomes are in the audit trail. Any other failure is
+// a client that went away.
+func (c *httpCore) dropped(err error) {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		c.log.Warn("dropped an answer: the client took none of it within the write timeout", "write_timeout", c.writeTimeout)
 		return
 	}
-	_, _ = w.Write(out[0])
-}
-
-// sseStream frames messages as server-sent events on one POST's response. It
-// starts (status 200 and headers) with the first message.
-type sseStream struct {
-	mu        sync.Mutex
-	w         http.ResponseWriter
-	sessionID string
-	started   bool
-	err       error
-}
-
-func (s *sseStream) isStarted() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.started
-}
-
-// start sends the status and headers now (once) and flushes them.
-func (s *sseStream) start() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil || s.started {
-		return s.err
-	}
-	s.startLocked()
-	return s.flushLocked()
-}
-
-func (s *sseStream) startLocked() {
-	h := s.w.Header()
-	if s.sessionID != "" {
-		h.Set(headerSessionID, s.sessionID)
-	}
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
-	// Tells nginx-style proxies not to buffer the stream, which would hold
-	// back keep-alives and server requests alike.
-	h.Set("X-Accel-Buffering", "no")
-	s.w.WriteHeader(http.StatusOK)
-	s.started = true
-}
-
-func (s *sseStream) flushLocked() error {
-	if err := http.NewResponseController(s.w).Flush(); err != nil {
-		s.err = err
-		return err
-	}
-	return nil
-}
-
-// keepAliveLine is an SSE comment: clients ignore it, but it is traffic, so
-// read-idle timeouts in clients and proxies do not fire during a long call.
-const keepAliveLine = ": keep-alive\n\n"
-
-// keepAlive writes keepAliveLine every interval until the returned stop is
-// called; stop waits for the writer to end, so nothing is written after it
-// returns. interval <= 0 sends none. A failed write ends the keep-alives (and
-// the answers after it fail the same way).
-func (s *sseStream) keepAlive(interval time.Duration) (stop func()) {
-	if interval <= 0 {
-		return func() {}
-	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if s.comment() != nil {
-					return
-				}
-			}
-		}
-	}()
-	var once sync.Once
-	return func() {
-		once.Do(func() { close(done) })
-		<-exited
-	}
-}
-
-// comment writes one keep-alive line on a started stream.
-func (s *sseStream) comment() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	if !s.started {
-		s.startLocked()
-	}
-	if _, err := io.WriteString(s.w, keepAliveLine); err != nil {
-		s.err = err
-		return err
-	}
-	return s.flushLocked()
-}
-
-func (s *sseStream) send(msg []byte) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.err != nil {
-		return s.err
-	}
-	if !s.started {
-		s.startLocked()
-	}
-	// msg is compact JSON from rpcwire: it holds no raw newline, so one data line
-	// carries it.
-	if _, err := io.WriteString(s.w, "event: message\ndata: "); err != nil {
-		s.err = err
-		return err
-	}
-	if _, err := s.w.Write(msg); err != nil {
-		s.err = err
-		return err
-	}
-	if _, err := io.WriteString(s.w, "\n\n"); err != nil {
-		s.err = err
-		return err
-	}
-	return s.flushLocked()
+	c.log.Debug("writing an answer", "err", err)
 }
 
 // serveModern answers one 2026-07-28 request. Its standard headers must mirror
 // the body (MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call), or it
 // is 400 with -32020; no mcp-session-id is issued or echoed; JSON-RPC errors map
 // to HTTP statuses in modernStatus.
-func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage, sess *httpSession, principal string) {
+func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta json.RawMessage, sess *httpSession, principal string) {
 	if rpcErr := checkModernHeaders(r, m, meta); rpcErr != nil {
 		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
 		return
@@ -583,7 +508,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 }
 
 // checkModernHeaders compares the standard headers with the body.
-func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]json.RawMessage) *jsonrpc.Error {
+func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessage) *jsonrpc.Error {
 	mismatch := func(what string) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: "header mismatch: " + what}
 	}
@@ -609,9 +534,7 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta map[string]jso
 		// By the member's exact name, as callTool reads it (encoding/json's struct
 		// fields would also take "NAME").
 		var name string
-		if p, err := members(m.Params); err == nil {
-			_ = json.Unmarshal(p["name"], &name)
-		}
+		_ = json.Unmarshal(m.Param("name"), &name)
 		if name != "" && decodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))) != name {
 			return mismatch("Mcp-Name must equal params.name")
 		}
@@ -640,8 +563,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 		status = modernStatus(rpcErr.Code)
 	}
 	if sse && status == http.StatusOK {
-		s := &sseStream{w: w}
-		_ = s.send(answer)
+		_ = newSSEStream(w, "", nil).send(answer)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -656,7 +578,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 // further and the answer is {"error":"unsupported_protocol_version"}.
 func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
 	if c.stateless && r.Method == http.MethodPost {
-		if data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, c.maxBody)); err == nil {
+		if data, err := readBody(w, r, c.maxBody); err == nil {
 			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
 				if _, ok := modernMeta(body.Items[0].Msg); ok {
 					e := unsupportedVersion(v)

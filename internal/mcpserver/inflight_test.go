@@ -160,6 +160,9 @@ func TestInFlightCapBridge(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	if rec := post(b, initBody); rec.Code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+	}
 	var wg sync.WaitGroup
 	codes := make([]int, mcpserver.BridgeMaxInFlight)
 	for i := range mcpserver.BridgeMaxInFlight {

@@ -75,11 +75,7 @@ func TestSSEKeepAlive(t *testing.T) {
 			OpenTurn:   tc.open,
 		})
 		defer h.Close()
-		rec := post(h, initBody)
-		sid := rec.Header().Get("Mcp-Session-Id")
-		if rec.Code != http.StatusOK || sid == "" {
-			t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
-		}
+		sid := initSession(t, h)
 		turn := tc.turns[0]
 
 		serve := func(w *lockedWriter, accept string) chan struct{} {
@@ -139,7 +135,7 @@ func TestSSEKeepAlive(t *testing.T) {
 			t.Error("written after the handler returned")
 		}
 
-		rec = post(h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", sid, "Accept", "text/event-stream")
+		rec := post(h, `{"jsonrpc":"2.0","method":"notifications/initialized"}`, "Mcp-Session-Id", sid, "Accept", "text/event-stream")
 		if rec.Code != http.StatusAccepted || rec.Body.Len() != 0 {
 			t.Errorf("notification with an SSE accept: %d %q", rec.Code, rec.Body)
 		}

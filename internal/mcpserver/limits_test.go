@@ -21,10 +21,13 @@ import (
 type principalTurns struct {
 	mu    sync.Mutex
 	turns map[string][]*mcpservertest.Turn
+	// empty lists principals whose turns publish no tool.
+	empty map[string]bool
 }
 
 func (p *principalTurns) open(_ context.Context, principal string) (mcpserver.Turn, error) {
 	t := mcpservertest.NewTurn()
+	t.Empty = p.empty[principal]
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.turns == nil {

@@ -37,19 +37,16 @@ const listTTLMs = 5000
 // allVersions lists every version served, newest first.
 func allVersions() []string { return append([]string{ModernVersion}, SupportedVersions...) }
 
-// modernMeta returns a 2026-07-28 request's params._meta, and whether the
-// request is one: it has _meta[protocolVersion], or it is server/discover.
-func modernMeta(m *rpcwire.Message) (map[string]json.RawMessage, bool) {
-	var meta map[string]json.RawMessage
-	if len(m.Params) > 0 && m.Params[0] == '{' {
-		var p map[string]json.RawMessage
-		if json.Unmarshal(m.Params, &p) == nil {
-			if raw := p["_meta"]; len(raw) > 0 && raw[0] == '{' {
-				_ = json.Unmarshal(raw, &meta)
-			}
-		}
+// modernMeta returns a 2026-07-28 request's params._meta (a slice of its
+// params, never a copy: it is looked up on every request, whatever its size),
+// and whether the request is one: it has _meta[protocolVersion], or it is
+// server/discover.
+func modernMeta(m *rpcwire.Message) (json.RawMessage, bool) {
+	meta := m.Param("_meta")
+	if len(meta) == 0 || meta[0] != '{' {
+		meta = nil
 	}
-	_, versioned := meta[MetaProtocolVersion]
+	_, versioned := rpcwire.Member(meta, MetaProtocolVersion)
 	return meta, versioned || m.Method == "server/discover"
 }
 
@@ -58,10 +55,16 @@ func isModern(m *rpcwire.Message) bool {
 	return ok
 }
 
+// metaField is one member of a _meta object, or nil.
+func metaField(meta json.RawMessage, key string) json.RawMessage {
+	v, _ := rpcwire.Member(meta, key)
+	return v
+}
+
 // modernVersionOf returns the protocol version a 2026-07-28 request names.
-func modernVersionOf(meta map[string]json.RawMessage) (string, bool) {
+func modernVersionOf(meta json.RawMessage) (string, bool) {
 	var v string
-	if json.Unmarshal(meta[MetaProtocolVersion], &v) != nil || v == "" {
+	if json.Unmarshal(metaField(meta, MetaProtocolVersion), &v) != nil || v == "" {
 		return "", false
 	}
 	return v, true
@@ -81,7 +84,7 @@ type unsupportedVersionData struct {
 // checkModernMeta applies the per-request rules: the version is required and
 // must be served (-32022 names the supported ones); client capabilities are
 // required.
-func checkModernMeta(meta map[string]json.RawMessage) *jsonrpc.Error {
+func checkModernMeta(meta json.RawMessage) *jsonrpc.Error {
 	v, ok := modernVersionOf(meta)
 	if !ok {
 		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaProtocolVersion))
@@ -89,7 +92,7 @@ func checkModernMeta(meta map[string]json.RawMessage) *jsonrpc.Error {
 	if v != ModernVersion {
 		return unsupportedVersion(v)
 	}
-	caps := meta[MetaClientCapabilities]
+	caps := metaField(meta, MetaClientCapabilities)
 	if len(caps) == 0 || caps[0] != '{' {
 		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaClientCapabilities))
 	}
@@ -128,7 +131,7 @@ type modernCallResult struct {
 }
 
 // dispatchModern answers a 2026-07-28 request.
-func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta map[string]json.RawMessage) (any, *jsonrpc.Error) {
+func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json.RawMessage) (any, *jsonrpc.Error) {
 	switch m.Method {
 	case "server/discover", "tools/list", "tools/call":
 	default:
@@ -164,7 +167,7 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta map[
 	case "tools/call":
 		// No server-to-client requests in this era: the Peer refuses them, and a
 		// tool that needs input answers input_required.
-		return c.callTool(ctx, m.Params, modernPeer{caps: meta[MetaClientCapabilities]}, true)
+		return c.callTool(ctx, m, modernPeer{caps: metaField(meta, MetaClientCapabilities)}, true)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }

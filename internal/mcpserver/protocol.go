@@ -50,6 +50,9 @@ type conn struct {
 	// stateless enables the 2026-07-28 revision; off, its requests are read as
 	// older-era messages (server/discover is then an unknown method).
 	stateless bool
+	// reinitialize lets a later initialize renegotiate the session instead of
+	// being refused (see handshake.go).
+	reinitialize bool
 
 	mu         sync.Mutex
 	version    string
@@ -57,6 +60,12 @@ type conn struct {
 	inflight   map[string]*inflightCall
 	pending    map[string]chan *rpcwire.Message
 	closed     bool
+	// initialized is set once an initialize succeeded: only then are
+	// session-based requests other than ping served.
+	initialized bool
+	// ready is set when notifications/initialized arrives after it: only then
+	// may the server send the client requests other than ping.
+	ready bool
 
 	nextID atomic.Int64
 }
@@ -95,45 +104,89 @@ func (c *conn) failPending() {
 	}
 }
 
-// runItems answers a decoded body: invalid items (and 2026-07-28 requests inside a
-// batch) get their error, notifications
-// and responses are handled at once, requests run concurrently (at most
-// batchWorkers at a time). answers has one entry per item, nil where nothing is
-// answered. panicked reports a Turn that panicked.
-func (c *conn) runItems(ctx context.Context, items []rpcwire.Item, batch bool, peer Peer) (answers [][]byte, panicked bool) {
-	answers = make([][]byte, len(items))
+// bodyRun is a decoded body whose items were decided in arrival order (begin)
+// and whose admitted requests are still to run (run).
+type bodyRun struct {
+	c       *conn
+	items   []rpcwire.Item
+	answers [][]byte // one per item, nil where nothing is (yet) answered
+	todo    []int    // the requests to run, by index
+	// refused is the handshake's refusal of a body that is one request (see
+	// admit); HTTP answers it 400.
+	refused *jsonrpc.Error
+}
+
+// begin decides a decoded body in arrival order, before anything of it runs:
+// invalid items (and 2026-07-28 requests inside a batch) get their error,
+// notifications and responses are handled, initialize is answered, and every
+// other request is admitted or refused by the session's handshake (admit). It
+// never blocks on a Turn, so the caller runs it in the order the bodies arrived
+// and a request is decided with every earlier initialize already done.
+func (c *conn) begin(items []rpcwire.Item, batch bool) *bodyRun {
+	r := &bodyRun{c: c, items: items, answers: make([][]byte, len(items))}
+	for i, it := range items {
+		m := it.Msg
+		switch {
+		case it.Err != nil:
+			r.answers[i] = rpcwire.Error(it.ID, it.Err)
+		case batch && c.stateless && isModern(m):
+			// 2026-07-28 has no batches: its requests travel one at a time.
+			if m.IsRequest() {
+				r.answers[i] = rpcwire.Error(m.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
+			}
+		case m.IsResponse():
+			c.deliver(m)
+		case m.IsNotification():
+			c.notify(m)
+		default:
+			if e := c.admit(m, batch); e != nil {
+				r.answers[i] = rpcwire.Error(m.ID, e)
+				if !batch {
+					r.refused = e
+				}
+				continue
+			}
+			if m.Method == "initialize" && !(c.stateless && isModern(m)) {
+				res, e := c.initialize(m)
+				r.answers[i], _ = c.encodeAnswer(m, res, e)
+				if e != nil && e.Code == jsonrpc.CodeInvalidRequest && !batch {
+					r.refused = e // a second initialize
+				}
+				continue
+			}
+			r.todo = append(r.todo, i)
+		}
+	}
+	return r
+}
+
+// pending reports whether requests remain to run.
+func (r *bodyRun) pending() bool { return len(r.todo) > 0 }
+
+// run runs the admitted requests concurrently (at most batchWorkers at a time)
+// and returns every answer in input order, nil where nothing is answered.
+// panicked reports a Turn that panicked.
+func (r *bodyRun) run(ctx context.Context, peer Peer) (answers [][]byte, panicked bool) {
 	var (
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, batchWorkers)
 		pan atomic.Bool
 	)
-	for i, it := range items {
-		switch {
-		case it.Err != nil:
-			answers[i] = rpcwire.Error(it.ID, it.Err)
-		case batch && c.stateless && isModern(it.Msg):
-			// 2026-07-28 has no batches: its requests travel one at a time.
-			if it.Msg.IsRequest() {
-				answers[i] = rpcwire.Error(it.Msg.ID, rpcwire.InvalidRequest("2026-07-28 requests cannot be batched"))
+	for _, i := range r.todo {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			a, err := r.c.handle(ctx, r.items[i].Msg, peer)
+			if errors.Is(err, errPanic) {
+				pan.Store(true)
 			}
-		case !it.Msg.IsRequest():
-			_, _ = c.handle(ctx, it.Msg, peer)
-		default:
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer wg.Done()
-				defer func() { <-sem }()
-				a, err := c.handle(ctx, it.Msg, peer)
-				if errors.Is(err, errPanic) {
-					pan.Store(true)
-				}
-				answers[i] = a
-			}()
-		}
+			r.answers[i] = a
+		}()
 	}
 	wg.Wait()
-	return answers, pan.Load()
+	return r.answers, pan.Load()
 }
 
 // handle answers one valid message. It returns nil for notifications and for
@@ -185,28 +238,36 @@ func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer Peer, fo
 	} else {
 		result, rpcErr = c.dispatch(ctx, m, peer)
 	}
-	if rpcErr != nil {
-		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
-	}
-	b, encErr := rpcwire.Result(m.ID, result)
-	if encErr != nil {
-		c.log.Error("encoding an answer", "method", m.Method, "err", encErr)
-		rpcErr = rpcwire.InternalError()
-		return rpcwire.Error(m.ID, rpcErr), rpcErr, nil
-	}
-	return b, nil, nil
+	answer, rpcErr = c.encodeAnswer(m, result, rpcErr)
+	return answer, rpcErr, nil
 }
 
+// encodeAnswer encodes the answer to request m: its error, or its result (an
+// internal error when the result cannot be encoded). It returns the error the
+// answer carries, if any.
+func (c *conn) encodeAnswer(m *rpcwire.Message, result any, rpcErr *jsonrpc.Error) ([]byte, *jsonrpc.Error) {
+	if rpcErr == nil {
+		b, err := rpcwire.Result(m.ID, result)
+		if err == nil {
+			return b, nil
+		}
+		c.log.Error("encoding an answer", "method", m.Method, "err", err)
+		rpcErr = rpcwire.InternalError()
+	}
+	return rpcwire.Error(m.ID, rpcErr), rpcErr
+}
+
+// dispatch answers a session-based request that admit let through; a method
+// added here must be added to admit's list of the methods that wait for
+// initialize.
 func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any, *jsonrpc.Error) {
 	switch m.Method {
-	case "initialize":
-		return c.initialize(m.Params)
 	case "ping":
 		return json.RawMessage(`{}`), nil
 	case "tools/list":
 		return c.listTools(ctx)
 	case "tools/call":
-		return c.callTool(ctx, m.Params, peer, false)
+		return c.callTool(ctx, m, peer, false)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }
@@ -214,11 +275,11 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 func (c *conn) notify(m *rpcwire.Message) {
 	switch m.Method {
 	case "notifications/cancelled":
-		p, err := members(m.Params) // exact names, never encoding/json's case folding
-		if err != nil || p["requestId"] == nil {
+		rid := m.Param("requestId") // exact names, never encoding/json's case folding
+		if rid == nil {
 			return
 		}
-		body, rpcErr := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(p["requestId"]) + `,"method":"x"}`))
+		body, rpcErr := rpcwire.Decode([]byte(`{"jsonrpc":"2.0","id":` + string(rid) + `,"method":"x"}`))
 		if rpcErr != nil || body.Items[0].Msg == nil {
 			return
 		}
@@ -228,57 +289,11 @@ func (c *conn) notify(m *rpcwire.Message) {
 		if call != nil {
 			call.cancel()
 		}
+	case "notifications/initialized":
+		c.initializedNotice()
 	default:
-		// notifications/initialized and anything else: nothing to answer.
+		// Anything else: nothing to do.
 	}
-}
-
-// members splits a re-encoded object into its members by exact name.
-func members(obj json.RawMessage) (map[string]json.RawMessage, error) {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(obj, &m); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-type initializeResult struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ServerInfo      Implementation  `json:"serverInfo"`
-	Instructions    string          `json:"instructions,omitempty"`
-}
-
-func (c *conn) initialize(params json.RawMessage) (any, *jsonrpc.Error) {
-	p := map[string]json.RawMessage{}
-	if params != nil {
-		if params[0] != '{' {
-			return nil, rpcwire.InvalidParams("initialize params must be an object")
-		}
-		var err error
-		if p, err = members(params); err != nil {
-			return nil, rpcwire.InvalidParams("initialize params: " + err.Error())
-		}
-	}
-	version := LatestVersion
-	var asked string
-	if json.Unmarshal(p["protocolVersion"], &asked) == nil && supportedVersion(asked) {
-		version = asked
-	}
-	caps := p["capabilities"]
-	if len(caps) == 0 || caps[0] != '{' {
-		caps = nil
-	}
-	c.mu.Lock()
-	c.version = version
-	c.clientCaps = caps
-	c.mu.Unlock()
-	return initializeResult{
-		ProtocolVersion: version,
-		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
-		ServerInfo:      c.info,
-		Instructions:    c.instructions,
-	}, nil
 }
 
 type toolsListResult struct {
@@ -308,39 +323,35 @@ func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
 	}}, nil
 }
 
-func (c *conn) callTool(ctx context.Context, params json.RawMessage, peer Peer, modern bool) (any, *jsonrpc.Error) {
-	if params == nil || params[0] != '{' {
+func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, modern bool) (any, *jsonrpc.Error) {
+	if m.Params == nil || m.Params[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call needs an object with a tool name")
 	}
 	// params was strictly decoded and re-encoded by rpcwire: no duplicate or
-	// case-variant members remain, so this ordinary decode reads what the policy
-	// decision reads.
-	// Members are looked up by their exact names (encoding/json's struct
-	// decoding would also accept "NAME").
-	p, err := members(params)
-	if err != nil {
-		return nil, rpcwire.InvalidParams("tools/call params: " + err.Error())
-	}
+	// case-variant members remain, so what is read here is what the policy
+	// decision reads. Members are looked up by their exact names
+	// (encoding/json's struct decoding would also accept "NAME"), as slices of
+	// params: the arguments reach the Turn without a copy.
 	var name string
-	if json.Unmarshal(p["name"], &name) != nil || name == "" {
+	if json.Unmarshal(m.Param("name"), &name) != nil || name == "" {
 		return nil, rpcwire.InvalidParams("tools/call without a tool name")
 	}
-	args := p["arguments"]
+	args := m.Param("arguments")
 	if string(args) == "null" {
 		args = nil
 	}
 	if args != nil && args[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call arguments must be an object")
 	}
-	meta := p["_meta"]
+	meta := m.Param("_meta")
 	if string(meta) == "null" || (meta != nil && meta[0] != '{') {
 		meta = nil
 	}
 	req := &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer}
 	if modern {
 		req.ProtocolVersion = ModernVersion
-		req.InputResponses = nonNull(p["inputResponses"])
-		req.RequestState = nonNull(p["requestState"])
+		req.InputResponses = nonNull(m.Param("inputResponses"))
+		req.RequestState = nonNull(m.Param("requestState"))
 	}
 	res, err := c.turn.CallTool(ctx, req)
 	if err != nil || res == nil {
@@ -453,13 +464,13 @@ func (c *conn) capable(method string) bool {
 		return method == "ping"
 	}
 	c.mu.Lock()
-	caps := c.clientCaps
+	caps, ready := c.clientCaps, c.ready
 	c.mu.Unlock()
-	var m map[string]json.RawMessage
-	if json.Unmarshal(caps, &m) != nil {
+	if !ready {
+		// Before notifications/initialized the server sends nothing but pings.
 		return false
 	}
-	v, ok := m[need]
+	v, ok := rpcwire.Member(caps, need)
 	return ok && string(v) != "null"
 }
 

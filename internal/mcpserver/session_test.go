@@ -31,6 +31,17 @@ func post(h http.Handler, body string, headers ...string) *httptest.ResponseReco
 	return rec
 }
 
+// initSession opens a session on h and returns its id.
+func initSession(t *testing.T, h http.Handler) string {
+	t.Helper()
+	rec := post(h, initBody)
+	sid := rec.Header().Get("Mcp-Session-Id")
+	if rec.Code != http.StatusOK || sid == "" {
+		t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+	}
+	return sid
+}
+
 // turnCounter opens fake turns and remembers them.
 type turnCounter struct {
 	mu    sync.Mutex
@@ -235,6 +246,9 @@ func TestBridgeCloseCancelsCalls(t *testing.T) {
 	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if rec := post(b, initBody); rec.Code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
 	}
 	done := make(chan int)
 	go func() {

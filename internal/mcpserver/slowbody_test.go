@@ -92,6 +92,9 @@ func TestBridgeBodyDeadlineSparesLongCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	if rec := post(b, initBody); rec.Code != http.StatusOK {
+		t.Fatalf("initialize: %d %s", rec.Code, rec.Body)
+	}
 	conn, err := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", b.Port()))
 	if err != nil {
 		t.Fatal(err)

@@ -133,18 +133,19 @@ loop:
 			switch {
 			case rpcErr != nil:
 				s.answer = rpcwire.Error(jsonrpc.ID{}, rpcErr)
-			case !body.Batch && body.Items[0].Err != nil:
-				s.answer = rpcwire.Error(body.Items[0].ID, body.Items[0].Err)
-			case !hasRequest(body):
-				// Notifications, answers to our requests and invalid items of a
-				// batch: handled now, in order; only the invalid items are
-				// answered.
-				answers, _ := c.runItems(ctx, body.Items, body.Batch, peer)
-				if s.answer = joinAnswers(answers, body.Batch); s.answer == nil {
-					continue
-				}
 			default:
-				// The slot is queued before the call starts, so every call that
+				// Decided here, in arrival order, so that a request is admitted
+				// or refused knowing every initialize before it.
+				run := c.begin(body.Items, body.Batch)
+				if !run.pending() {
+					// Notifications, answers to our requests, initialize and
+					// refusals: nothing left to run.
+					if s.answer = joinAnswers(run.answers, body.Batch); s.answer == nil {
+						continue
+					}
+					break
+				}
+				// The slot is queued before the calls start, so every call that
 				// starts is answered, even when cancelled.
 				select {
 				case slots <- s:
@@ -155,7 +156,7 @@ loop:
 				go func() {
 					defer calls.Done()
 					defer close(s.done)
-					answers, _ := c.runItems(ctx, body.Items, body.Batch, peer)
+					answers, _ := run.run(ctx, peer)
 					s.answer = joinAnswers(answers, body.Batch)
 				}()
 				continue
@@ -190,15 +191,6 @@ loop:
 		return result
 	}
 	return context.Cause(ctx)
-}
-
-func hasRequest(b *rpcwire.Body) bool {
-	for _, it := range b.Items {
-		if it.Msg != nil && it.Msg.IsRequest() {
-			return true
-		}
-	}
-	return false
 }
 
 // joinAnswers writes the non-nil answers as one line: an array for a batch, the

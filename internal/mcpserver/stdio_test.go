@@ -16,6 +16,22 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
 )
 
+// stdioInit opens a stdio session (its answer has id 0).
+const stdioInit = `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`
+
+// pipeStdio serves turn over pipes: the caller writes to in, reads from out,
+// and closes in to end it; done receives what ServeStdio returned.
+func pipeStdio(turn mcpserver.Turn, opts mcpserver.StdioOptions) (in *io.PipeWriter, out *io.PipeReader, done <-chan error) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	d := make(chan error, 1)
+	go func() {
+		d <- mcpserver.ServeStdio(context.Background(), inR, outW, turn, opts)
+		outW.Close()
+	}()
+	return inW, outR, d
+}
+
 // runStdio feeds input to ServeStdio and returns the lines written.
 func runStdio(t *testing.T, input string, opts mcpserver.StdioOptions) []string {
 	t.Helper()
@@ -91,6 +107,7 @@ func TestStdioArrivalOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	write(stdioInit)
 	write(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.block"}}`)
 	if got := <-turn.Started(); got != mcpservertest.ToolBlock {
 		t.Fatalf("started %q", got)
@@ -116,7 +133,7 @@ func TestStdioArrivalOrder(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if fmt.Sprint(ids) != "[1 2 3 4 5]" {
+	if fmt.Sprint(ids) != "[0 1 2 3 4 5]" {
 		t.Errorf("answer order %v", ids)
 	}
 }
@@ -159,7 +176,7 @@ func TestStdioCancel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mcpserver.ServeStdio(ctx, inR, &out, turn, mcpserver.StdioOptions{}) }()
-	io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.block"}}`+"\n")
+	io.WriteString(inW, stdioInit+"\n"+`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"test.block"}}`+"\n")
 	<-turn.Started()
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
@@ -172,7 +189,7 @@ func TestStdioCancel(t *testing.T) {
 
 // TestStdioCancelledNotification: notifications/cancelled cancels one call.
 func TestStdioCancelledNotification(t *testing.T) {
-	input := `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"test.block"}}` + "\n"
+	input := stdioInit + "\n" + `{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"test.block"}}` + "\n"
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	turn := mcpservertest.NewTurn()
@@ -184,7 +201,11 @@ func TestStdioCancelledNotification(t *testing.T) {
 	io.WriteString(inW, input)
 	<-turn.Started()
 	io.WriteString(inW, `{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"a"}}`+"\n")
-	line, err := bufio.NewReader(outR).ReadString('\n')
+	br := bufio.NewReader(outR)
+	if line, err := br.ReadString('\n'); err != nil || !strings.Contains(line, `"id":0,"result"`) {
+		t.Fatalf("initialize: %q %v", line, err)
+	}
+	line, err := br.ReadString('\n')
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,8 @@ var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Sessio
 // A wire file is a prose comment, then directives (lines "key: value" in the
 // comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N;
 // stateless: false turns the 2026-07-28 revision off, which is on by default;
-// max-sessions: N and max-sessions-per-principal: N for the handler),
+// max-sessions: N and max-sessions-per-principal: N for the handler;
+// no-tools: PRINCIPAL,... for principals whose handler Turns publish no tool),
 // then alternating "request" and "response" files. A request is raw HTTP; in it
 // {{session}} is the session id the server issued and {{foreign}} an id no server
 // issued. A response is "HTTP <status>", the pinned headers, a blank line and the
@@ -43,6 +44,8 @@ type wireCase struct {
 	maxBody   int64
 	// maxSessions and maxPerPrincipal are the handler's session limits.
 	maxSessions, maxPerPrincipal int
+	// noTools are principals that can see no tool.
+	noTools map[string]bool
 }
 
 func parseDirectives(t *testing.T, comment string) wireCase {
@@ -64,6 +67,11 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 			}
 		case "stateless":
 			wc.stateless = v != "false"
+		case "no-tools":
+			wc.noTools = map[string]bool{}
+			for _, p := range strings.Split(v, ",") {
+				wc.noTools[strings.TrimSpace(p)] = true
+			}
 		case "max-body":
 			n, err := strconv.ParseInt(v, 10, 64)
 			if err != nil {
@@ -123,7 +131,9 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless,
 			MaxSessions: wc.maxSessions, MaxSessionsPerPrincipal: wc.maxPerPrincipal,
 			OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
-				return mcpservertest.NewTurn(), nil
+				t := mcpservertest.NewTurn()
+				t.Empty = wc.noTools[principal]
+				return t, nil
 			},
 		}
 		if wc.tokens != nil {

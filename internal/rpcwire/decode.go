@@ -5,8 +5,10 @@
 // CVE-2026-27896), so a message is rejected as invalid when any object in it, at
 // any depth and including tool arguments, has a duplicate member or two members
 // whose names are equal under Unicode simple case folding ("name", "Name",
-// "naſme"). A message is decided on the parsed value, and what is passed on
-// (params) is re-encoded from that value, never forwarded as the received bytes.
+// "naſme"). A message is decided on what was read, and what is passed on
+// (params) is re-encoded as it is read (canonical: compact, members sorted by
+// name, numbers as written), never forwarded as the received bytes. The reader
+// builds no tree, so a request costs about twice its size (see scan.go).
 //
 // Limits (documented in docs/http-contract.md): a message is at most
 // MaxMessageBytes (4 MiB) and nests at most MaxDepth (64) arrays and objects;
@@ -19,11 +21,9 @@
 package rpcwire
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"unicode"
@@ -107,50 +107,88 @@ func (l Limits) Decode(data []byte) (*Body, *jsonrpc.Error) {
 	if !utf8.Valid(data) {
 		return nil, ParseError("message is not valid UTF-8")
 	}
-	trimmed := bytes.TrimLeft(data, " \t\r\n")
-	if len(trimmed) == 0 {
+	s := &scanner{in: data, maxDepth: l.maxDepth()}
+	if s.skipSpace(); s.pos == len(s.in) {
 		return nil, ParseError("empty message")
 	}
-	p := &parser{dec: json.NewDecoder(bytes.NewReader(trimmed)), maxDepth: l.maxDepth()}
-	p.dec.UseNumber()
+	// Canonical output is never much longer than the input (only a raw U+2028
+	// or U+2029 grows, from 3 bytes to 6), so one allocation usually holds it.
+	s.out = make([]byte, 0, len(data)-s.pos)
 	body := &Body{}
-	if trimmed[0] == '[' {
+	var spans []span
+	if s.in[s.pos] == '[' {
 		body.Batch = true
-		if _, err := p.dec.Token(); err != nil {
-			return nil, ParseError("body is not JSON")
-		}
-		for p.dec.More() {
-			if len(body.Items) == l.maxBatch() {
-				return nil, InvalidRequest(fmt.Sprintf("a batch holds at most %d messages", l.maxBatch()))
-			}
-			st := &objState{}
-			v, err := p.value(2, st)
-			if err != nil {
-				return nil, p.parseErr(err)
-			}
-			body.Items = append(body.Items, decideItem(v, st))
-		}
-		if _, err := p.dec.Token(); err != nil {
-			return nil, ParseError("body is not JSON")
-		}
-		if len(body.Items) == 0 {
-			if err := p.end(); err != nil {
-				return nil, p.parseErr(err)
+		s.pos++
+		if s.peek() == ']' {
+			s.pos++
+			if err := s.end(); err != nil {
+				return nil, s.parseErr(err)
 			}
 			return nil, InvalidRequest("empty batch")
 		}
-	} else {
-		st := &objState{}
-		v, err := p.value(1, st)
-		if err != nil {
-			return nil, p.parseErr(err)
+		for {
+			it, err := s.message(2, &spans, len(body.Items))
+			if err != nil {
+				return nil, s.parseErr(err)
+			}
+			body.Items = append(body.Items, it)
+			c := s.peek()
+			if c == ']' {
+				s.pos++
+				break
+			}
+			// Anything that may begin another element counts against the cap
+			// before it is read, even if it turns out not to be one.
+			if s.pos < len(s.in) && c != '}' && len(body.Items) == l.maxBatch() {
+				return nil, InvalidRequest(fmt.Sprintf("a batch holds at most %d messages", l.maxBatch()))
+			}
+			if c != ',' {
+				return nil, s.parseErr(errSyntax)
+			}
+			s.pos++
 		}
-		body.Items = []Item{decideItem(v, st)}
+	} else {
+		it, err := s.message(1, &spans, 0)
+		if err != nil {
+			return nil, s.parseErr(err)
+		}
+		body.Items = []Item{it}
 	}
-	if err := p.end(); err != nil {
-		return nil, p.parseErr(err)
+	if err := s.end(); err != nil {
+		return nil, s.parseErr(err)
+	}
+	// The output stopped moving: hand out its pieces. Each is capped, so an
+	// append by a caller cannot run into its neighbour.
+	for _, sp := range spans {
+		*sp.field(body.Items[sp.item].Msg) = s.out[sp.start:sp.end:sp.end]
 	}
 	return body, nil
+}
+
+// span is a piece of scanner.out a message keeps: its params, result or error
+// data, set once the whole body was read.
+type span struct {
+	item       int
+	field      func(*Message) *json.RawMessage
+	start, end int
+}
+
+func (s *scanner) parseErr(err error) *jsonrpc.Error {
+	switch {
+	case errors.Is(err, errTooDeep):
+		return ParseError(fmt.Sprintf("nesting deeper than %d levels", s.maxDepth))
+	case errors.Is(err, errTrailing):
+		return ParseError("data after the JSON value")
+	}
+	return ParseError("body is not JSON")
+}
+
+// end checks that nothing but white space follows the value.
+func (s *scanner) end() error {
+	if s.skipSpace(); s.pos < len(s.in) {
+		return errTrailing
+	}
+	return nil
 }
 
 // ParseError builds a -32700 error.
@@ -177,116 +215,6 @@ func MethodNotFound(method string) *jsonrpc.Error {
 // in the server's log.
 func InternalError() *jsonrpc.Error {
 	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "internal error"}
-}
-
-var (
-	errTooDeep  = errors.New("too deep")
-	errTrailing = errors.New("trailing data")
-)
-
-type parser struct {
-	dec      *json.Decoder
-	maxDepth int
-}
-
-func (p *parser) parseErr(err error) *jsonrpc.Error {
-	switch {
-	case errors.Is(err, errTooDeep):
-		return ParseError(fmt.Sprintf("nesting deeper than %d levels", p.maxDepth))
-	case errors.Is(err, errTrailing):
-		return ParseError("data after the JSON value")
-	}
-	return ParseError("body is not JSON")
-}
-
-// end checks that nothing but white space follows the value.
-func (p *parser) end() error {
-	if _, err := p.dec.Token(); err != io.EOF {
-		return errTrailing
-	}
-	return nil
-}
-
-// objState records strictness violations found while parsing one message. The
-// parse goes on past them so the message's id can still be read for the answer.
-type objState struct {
-	violation string
-	// idAmbiguous is set when the top-level "id" itself was duplicated or
-	// case-varied, so no id is usable.
-	idAmbiguous bool
-}
-
-func (st *objState) violate(msg string) {
-	if st.violation == "" {
-		st.violation = msg
-	}
-}
-
-// value reads one JSON value at the given depth (1 for the top level).
-func (p *parser) value(depth int, st *objState) (any, error) {
-	tok, err := p.dec.Token()
-	if err != nil {
-		return nil, err
-	}
-	switch t := tok.(type) {
-	case json.Delim:
-		if depth > p.maxDepth {
-			return nil, errTooDeep
-		}
-		switch t {
-		case '{':
-			obj := make(map[string]any)
-			seen := make(map[string]string)
-			for p.dec.More() {
-				kt, err := p.dec.Token()
-				if err != nil {
-					return nil, err
-				}
-				key, ok := kt.(string)
-				if !ok {
-					return nil, errors.New("object key is not a string")
-				}
-				v, err := p.value(depth+1, st)
-				if err != nil {
-					return nil, err
-				}
-				fk := foldKey(key)
-				if prev, dup := seen[fk]; dup {
-					if prev == key {
-						st.violate(fmt.Sprintf("duplicate member %q", key))
-					} else {
-						st.violate(fmt.Sprintf("members %q and %q differ only in case", prev, key))
-					}
-					if depth == 1 && fk == "ID" {
-						st.idAmbiguous = true
-					}
-					continue // the first occurrence stays; the message is rejected anyway
-				}
-				seen[fk] = key
-				obj[key] = v
-			}
-			if _, err := p.dec.Token(); err != nil { // '}'
-				return nil, err
-			}
-			return obj, nil
-		case '[':
-			arr := []any{}
-			for p.dec.More() {
-				v, err := p.value(depth+1, st)
-				if err != nil {
-					return nil, err
-				}
-				arr = append(arr, v)
-			}
-			if _, err := p.dec.Token(); err != nil { // ']'
-				return nil, err
-			}
-			return arr, nil
-		}
-		return nil, errors.New("unexpected delimiter")
-	default:
-		return tok, nil
-	}
 }
 
 // foldKey maps a member name to a key equal for all names that match under
@@ -350,35 +278,4 @@ func StringID(s string) jsonrpc.ID {
 func IntID(n int64) jsonrpc.ID {
 	id, _ := jsonrpc.MakeID(float64(n))
 	return id
-}
-
-// decideItem applies the seed's error table to one parsed element: a message
-// that is not a valid JSON-RPC message is -32600 when its id is usable, else
-// -32700 (with a null id).
-func decideItem(v any, st *objState) Item {
-	obj, isObj := v.(map[string]any)
-	var id jsonrpc.ID
-	hasID := false
-	if isObj && !st.idAmbiguous {
-		if raw, ok := obj["id"]; ok {
-			id, hasID = usableID(raw)
-		}
-	}
-	fail := func(msg string) Item {
-		if hasID {
-			return Item{Err: InvalidRequest(msg), ID: id}
-		}
-		return Item{Err: ParseError("not a JSON-RPC message: " + msg)}
-	}
-	if !isObj {
-		return fail("a message must be a JSON object")
-	}
-	if st.violation != "" {
-		return fail(st.violation)
-	}
-	msg, reason := envelope(obj)
-	if reason != "" {
-		return fail(reason)
-	}
-	return Item{Msg: msg}
 }

@@ -22,6 +22,8 @@ type Message struct {
 	Result json.RawMessage
 	// Error is set for an error response.
 	Error *jsonrpc.Error
+
+	params []paramSpan // the members of an object Params, for Param
 }
 
 // IsRequest reports whether m expects an answer.
@@ -33,95 +35,339 @@ func (m *Message) IsNotification() bool { return m.Method != "" && !m.ID.IsValid
 // IsResponse reports whether m answers a request this side sent.
 func (m *Message) IsResponse() bool { return m.Method == "" }
 
+// Param returns the value of the member name of m's params object, exactly as
+// Params holds it (a slice of it, not a copy), or nil when params is not an
+// object or has no such member.
+func (m *Message) Param(name string) json.RawMessage {
+	for _, p := range m.params {
+		if p.name == name {
+			return m.Params[p.start:p.end:p.end]
+		}
+	}
+	return nil
+}
+
+// paramSpan is where one member's value lies in Message.Params.
+type paramSpan struct {
+	name       string
+	start, end int
+}
+
+// envelopeMember is one member of a message's own object, read: its value's
+// canonical encoding in scanner.out, and its members when it is an object.
+type envelopeMember struct {
+	key        string
+	start, end int
+	members    []member // for params and error: the object's members, copied
+}
+
+// message reads one message (an element at depth 1, or 2 inside a batch) and
+// decides it by the error table: a value that is not a valid JSON-RPC message
+// is -32600 when its id is usable, else -32700 (with a null id). item is its
+// index in the body, for the spans it leaves to be set once the body is read.
+func (s *scanner) message(depth int, spans *[]span, item int) (Item, error) {
+	st := &objState{}
+	s.st = st
+	if s.peek() != '{' {
+		start := len(s.out)
+		if err := s.value(depth); err != nil {
+			return Item{}, err
+		}
+		s.out = s.out[:start]
+		return Item{Err: ParseError("not a JSON-RPC message: a message must be a JSON object")}, nil
+	}
+	if depth > s.maxDepth {
+		return Item{}, errTooDeep
+	}
+	// The message's own object, read as any other, then its members looked at
+	// in the order they came.
+	objStart := len(s.out)
+	ms, err := s.object(depth, true)
+	if err != nil {
+		return Item{}, err
+	}
+	env := s.envelope(ms)
+	// Nothing else of this message is kept in out: what is not a span of it
+	// is dropped, so a body costs its params and results, not its envelopes.
+	it, keep := decide(s.out, env, st)
+	if it.Msg == nil {
+		s.out = s.out[:objStart]
+		return it, nil
+	}
+	// Move the kept pieces to the front of the message's output.
+	at := objStart
+	for _, k := range keep {
+		n := copy(s.out[at:], s.out[k.start:k.end])
+		*spans = append(*spans, span{item: item, field: k.field, start: at, end: at + n})
+		if k.params != nil {
+			it.Msg.params = k.params
+		}
+		at += n
+	}
+	s.out = s.out[:at]
+	return it, nil
+}
+
+// envelope lists the members of a message object, sorted by name (so of
+// several unknown members the first by name is reported).
+func (s *scanner) envelope(ms []member) []envelopeMember {
+	env := make([]envelopeMember, len(ms))
+	for i, m := range ms {
+		vs, ve := m.value()
+		env[i] = envelopeMember{key: m.key, start: vs, end: ve}
+	}
+	return env
+}
+
+// kept is a piece of a decided message's output that it keeps.
+type kept struct {
+	field      func(*Message) *json.RawMessage
+	start, end int
+	params     []paramSpan
+}
+
+func paramsField(m *Message) *json.RawMessage { return &m.Params }
+func resultField(m *Message) *json.RawMessage { return &m.Result }
+func dataField(m *Message) *json.RawMessage   { return &m.Error.Data }
+
 var envelopeMembers = map[string]bool{
 	"jsonrpc": true, "id": true, "method": true, "params": true, "result": true, "error": true,
 }
 
-// envelope turns a parsed object into a Message, or says why it is not one.
-func envelope(obj map[string]any) (*Message, string) {
-	for k := range obj {
-		if !envelopeMembers[k] {
-			return nil, fmt.Sprintf("unknown member %q", k)
+// decide applies the error table to a message object read into out.
+func decide(out []byte, env []envelopeMember, st *objState) (Item, []kept) {
+	get := func(name string) (envelopeMember, bool) {
+		for _, e := range env {
+			if e.key == name {
+				return e, true
+			}
+		}
+		return envelopeMember{}, false
+	}
+	raw := func(e envelopeMember) []byte { return out[e.start:e.end] }
+	var id jsonrpc.ID
+	hasID := false
+	if e, ok := get("id"); ok && !st.idAmbiguous {
+		id, hasID = usableRawID(raw(e))
+	}
+	fail := func(msg string) (Item, []kept) {
+		if hasID {
+			return Item{Err: InvalidRequest(msg), ID: id}, nil
+		}
+		return Item{Err: ParseError("not a JSON-RPC message: " + msg)}, nil
+	}
+	if st.violation != "" {
+		return fail(st.violation)
+	}
+	for _, e := range env {
+		if !envelopeMembers[e.key] {
+			return fail(fmt.Sprintf("unknown member %q", e.key))
 		}
 	}
-	if v, ok := obj["jsonrpc"].(string); !ok || v != "2.0" {
-		return nil, `"jsonrpc" must be "2.0"`
+	if e, ok := get("jsonrpc"); !ok || string(raw(e)) != `"2.0"` {
+		return fail(`"jsonrpc" must be "2.0"`)
 	}
 	m := &Message{}
-	rawID, hasID := obj["id"]
-	if hasID {
-		id, ok := usableID(rawID)
-		if !ok {
-			return nil, `"id" must be a string or an integer`
+	if e, ok := get("id"); ok {
+		mid, usable := usableRawID(raw(e))
+		if !usable {
+			return fail(`"id" must be a string or an integer`)
 		}
-		m.ID = id
+		m.ID = mid
 	}
-	_, hasResult := obj["result"]
-	rawErr, hasError := obj["error"]
-	if rawMethod, ok := obj["method"]; ok {
-		method, isStr := rawMethod.(string)
-		if !isStr || method == "" {
-			return nil, `"method" must be a non-empty string`
+	result, hasResult := get("result")
+	errMember, hasError := get("error")
+	if e, ok := get("method"); ok {
+		var method string
+		if r := raw(e); r[0] != '"' || json.Unmarshal(r, &method) != nil || method == "" {
+			return fail(`"method" must be a non-empty string`)
 		}
 		if hasResult || hasError {
-			return nil, `a request cannot carry "result" or "error"`
+			return fail(`a request cannot carry "result" or "error"`)
 		}
 		m.Method = method
-		if p, ok := obj["params"]; ok {
-			switch p.(type) {
-			case map[string]any, []any:
-			default:
-				return nil, `"params" must be an object or an array`
+		var keep []kept
+		if p, ok := get("params"); ok {
+			r := raw(p)
+			if r[0] != '{' && r[0] != '[' {
+				return fail(`"params" must be an object or an array`)
 			}
-			enc, err := Encode(p)
-			if err != nil {
-				return nil, "params cannot be re-encoded"
-			}
-			m.Params = enc
+			keep = append(keep, kept{field: paramsField, start: p.start, end: p.end, params: paramSpans(out, p)})
 		}
-		return m, ""
+		return Item{Msg: m}, keep
 	}
 	// A response.
-	if _, ok := obj["params"]; ok {
-		return nil, `a response cannot carry "params"`
+	if _, ok := get("params"); ok {
+		return fail(`a response cannot carry "params"`)
 	}
 	if !hasID {
-		return nil, `"method" is missing`
+		return fail(`"method" is missing`)
 	}
 	if hasResult == hasError {
-		return nil, `a response carries exactly one of "result" and "error"`
+		return fail(`a response carries exactly one of "result" and "error"`)
 	}
 	if hasResult {
-		enc, err := Encode(obj["result"])
-		if err != nil {
-			return nil, "result cannot be re-encoded"
+		return Item{Msg: m}, []kept{{field: resultField, start: result.start, end: result.end}}
+	}
+	eo := raw(errMember)
+	if eo[0] != '{' {
+		return fail(`"error" must be an object`)
+	}
+	var code, msg []byte
+	var keep []kept
+	forEachMember(eo, func(name string, vs, ve int) {
+		switch name {
+		case "code":
+			code = eo[vs:ve]
+		case "message":
+			msg = eo[vs:ve]
+		case "data":
+			keep = []kept{{field: dataField, start: errMember.start + vs, end: errMember.start + ve}}
 		}
-		m.Result = enc
-		return m, ""
-	}
-	eo, ok := rawErr.(map[string]any)
-	if !ok {
-		return nil, `"error" must be an object`
-	}
-	code, ok := eo["code"].(json.Number)
-	if !ok {
-		return nil, `"error.code" must be an integer`
+	})
+	if len(code) == 0 || code[0] != '-' && (code[0] < '0' || code[0] > '9') {
+		return fail(`"error.code" must be an integer`)
 	}
 	n, err := strconv.ParseInt(string(code), 10, 64)
 	if err != nil {
-		return nil, `"error.code" must be an integer`
+		return fail(`"error.code" must be an integer`)
 	}
-	msg, _ := eo["message"].(string)
-	we := &jsonrpc.Error{Code: n, Message: msg}
-	if d, ok := eo["data"]; ok {
-		enc, err := Encode(d)
-		if err != nil {
-			return nil, "error data cannot be re-encoded"
+	m.Error = &jsonrpc.Error{Code: n}
+	if len(msg) > 0 && msg[0] == '"' {
+		_ = json.Unmarshal(msg, &m.Error.Message)
+	}
+	return Item{Msg: m}, keep
+}
+
+// paramSpans indexes the members of a params object, relative to its start.
+func paramSpans(out []byte, p envelopeMember) []paramSpan {
+	obj := out[p.start:p.end]
+	if obj[0] != '{' {
+		return nil
+	}
+	var spans []paramSpan
+	forEachMember(obj, func(name string, vs, ve int) {
+		spans = append(spans, paramSpan{name: name, start: vs, end: ve})
+	})
+	return spans
+}
+
+// usableRawID reads an id from its canonical encoding: a string, or an
+// integer within ±2^53.
+func usableRawID(r []byte) (jsonrpc.ID, bool) {
+	switch {
+	case len(r) == 0:
+	case r[0] == '"':
+		var s string
+		if json.Unmarshal(r, &s) == nil {
+			return usableID(s)
 		}
-		we.Data = enc
+	case r[0] == '-' || r[0] >= '0' && r[0] <= '9':
+		return usableID(json.Number(r))
 	}
-	m.Error = we
-	return m, ""
+	return jsonrpc.ID{}, false
+}
+
+// Member returns the value of the member name of obj, a JSON object as this
+// package encodes it (compact, no duplicate names), as a slice of obj; false
+// when obj is not such an object or has no such member. It reads obj without
+// building anything, so a large sibling member costs one pass over it.
+func Member(obj []byte, name string) (json.RawMessage, bool) {
+	var v json.RawMessage
+	found := false
+	forEachMember(obj, func(key string, vs, ve int) {
+		if !found && key == name {
+			v, found = obj[vs:ve:ve], true
+		}
+	})
+	return v, found
+}
+
+// forEachMember calls fn with the name and value span of each member of a
+// compact JSON object.
+func forEachMember(obj []byte, fn func(name string, start, end int)) {
+	if len(obj) < 2 || obj[0] != '{' {
+		return
+	}
+	i := 1
+	for i < len(obj) && obj[i] == '"' {
+		ke := skipString(obj, i)
+		if ke < 0 || ke >= len(obj) || obj[ke] != ':' {
+			return
+		}
+		key, ok := stringValue(obj[i:ke])
+		if !ok {
+			return
+		}
+		vs := ke + 1
+		ve := skipValue(obj, vs)
+		if ve < 0 {
+			return
+		}
+		fn(key, vs, ve)
+		if ve >= len(obj) || obj[ve] != ',' {
+			return
+		}
+		i = ve + 1
+	}
+}
+
+// stringValue decodes a JSON string, without a copy's detour when it holds
+// no escape.
+func stringValue(q []byte) (string, bool) {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1]), true
+	}
+	var s string
+	return s, json.Unmarshal(q, &s) == nil
+}
+
+// skipString returns the index just past the string starting at b[i], or -1.
+func skipString(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return -1
+}
+
+// skipValue returns the index just past the compact JSON value starting at
+// b[i], or -1.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return -1
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				if j = skipString(b, j); j < 0 {
+					return -1
+				}
+				j--
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return -1
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' {
+		j++
+	}
+	return j
 }
 
 // Encode re-encodes a parsed value compactly without HTML escaping.
@@ -142,18 +388,24 @@ func DecodeValue(data []byte) (any, error) {
 	if !bytesValidUTF8(data) {
 		return nil, fmt.Errorf("decoding JSON: not valid UTF-8")
 	}
-	p := &parser{dec: json.NewDecoder(bytes.NewReader(data)), maxDepth: MaxDepth}
-	p.dec.UseNumber()
 	st := &objState{}
-	v, err := p.value(1, st)
-	if err != nil {
-		return nil, fmt.Errorf("decoding JSON: %s", p.parseErr(err).Message)
+	s := &scanner{in: data, maxDepth: MaxDepth, st: st}
+	if err := s.value(1); err != nil {
+		return nil, fmt.Errorf("decoding JSON: %s", s.parseErr(err).Message)
 	}
-	if err := p.end(); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %s", p.parseErr(err).Message)
+	if err := s.end(); err != nil {
+		return nil, fmt.Errorf("decoding JSON: %s", s.parseErr(err).Message)
 	}
 	if st.violation != "" {
 		return nil, fmt.Errorf("decoding JSON: %s", st.violation)
+	}
+	// The canonical encoding has no duplicate or case-variant names left, so
+	// encoding/json reads it exactly as it was read here.
+	dec := json.NewDecoder(bytes.NewReader(s.out))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, fmt.Errorf("decoding JSON: %w", err)
 	}
 	return v, nil
 }

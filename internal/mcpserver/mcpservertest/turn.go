@@ -47,6 +47,10 @@ type Turn struct {
 
 	// ListErr, when set, makes ListTools fail.
 	ListErr error
+	// Empty makes ListTools publish no tool, as the Turn of a principal that
+	// can see none; CallTool still runs the scripted tools, so a test can hold
+	// such a session busy.
+	Empty bool
 	// ExecutionID is served in tools/list _meta.
 	ExecutionID string
 }
@@ -81,6 +85,9 @@ const CatalogHash = "00000000000000000000000000000000000000000000000000000000000
 func (t *Turn) ListTools(ctx context.Context) (*mcpserver.ToolList, error) {
 	if t.ListErr != nil {
 		return nil, t.ListErr
+	}
+	if t.Empty {
+		return &mcpserver.ToolList{Tools: []json.RawMessage{}, CatalogHash: CatalogHash, ExecutionID: t.ExecutionID}, nil
 	}
 	return &mcpserver.ToolList{
 		Tools: []json.RawMessage{
