@@ -6,9 +6,9 @@ import (
 )
 
 // BenchmarkParseCanonical measures parse plus canonical encoding of one real tool
-// definition list (server-github's, in internal/toolpin/testdata).
+// definition list (server-github's, in internal/textscan/testdata).
 func BenchmarkParseCanonical(b *testing.B) {
-	data, err := os.ReadFile("../toolpin/testdata/catalogues/server-github.json")
+	data, err := os.ReadFile("../textscan/testdata/catalogues/server-github.json")
 	if err != nil {
 		b.Skip(err)
 	}
