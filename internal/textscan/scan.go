@@ -240,6 +240,9 @@ func (s *Scanner) scan(out *[]Finding, pointer func() string, key bool, text str
 	if where != inName && (len(s.tools) > 0 || len(s.namespaces) > 0) {
 		s.references(add, text, plain)
 	}
+	if where == inName {
+		s.impersonation(add, text)
+	}
 	if n := utf8.RuneCountInString(text); n > s.longText {
 		sev := Low
 		if n > 4*s.longText {
@@ -358,6 +361,22 @@ func (s *Scanner) references(add func(Finding), text string, plain bool) {
 			}
 		}
 	}
+}
+
+// impersonation flags a tool name that is, exactly, a name another owner's tool is
+// published under in a prefixed or namespaced form ("toolgate_escalate",
+// "toolgate_local_read_file", "github.create_issue"): the name exists to be mistaken
+// for that tool. Sharing a bare name ("read_file") is ordinary and not flagged; the
+// names package refuses the names that actually collide.
+func (s *Scanner) impersonation(add func(Finding), name string) {
+	label, ok := s.tools[strings.ToLower(Skeleton(name))]
+	if !ok {
+		return
+	}
+	if _, bare, _ := strings.Cut(label, "."); strings.EqualFold(bare, name) {
+		return
+	}
+	add(Finding{Kind: KindReference, Severity: Medium, Rule: label, Detail: "the name is one " + label + " is published under", Count: 1, Excerpt: Escape(name, ExcerptRunes)})
 }
 
 func isTokByte(c byte) bool {

@@ -348,6 +348,15 @@ func TestNames(t *testing.T) {
 		}
 		checkSafe(t, fs)
 	}
+	imp := New(Options{OtherTools: map[string]string{"toolgate_escalate": "toolgate.escalate", "read_file": "local.read_file", "toolgate_local_read_file": "local.read_file"}})
+	for _, n := range []string{"toolgate_escalate", "TOOLGATE_LOCAL_READ_FILE", "toolgate_\u0435scalate"} {
+		if f := find(imp.Name(n), KindReference, ""); f == nil || f.Severity != Medium {
+			t.Errorf("Name(%q) impersonating a published name: %v", n, imp.Name(n))
+		}
+	}
+	if fs := imp.Name("read_file"); find(fs, KindReference, "") != nil {
+		t.Errorf("a shared bare name was flagged: %v", fs)
+	}
 	for _, n := range []string{"read_file", "get-sum", "a.b.c", "search_files"} {
 		if fs := sc.Name(n); len(fs) != 0 {
 			t.Errorf("Name(%q) flagged:%s", n, dump(fs))
