@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/toolgate/toolgate/internal/textscan"
 )
 
 // Host is a parsed URL host: either an IP address or a DNS name.
@@ -242,28 +244,17 @@ func canonicalIPv4(parts []string) bool {
 	return true
 }
 
-// disguisedIPv4 reports the IPv4 address a non-ASCII host becomes once fullwidth
-// digits, letters and dots are folded the way IDNA maps them, if it becomes one.
+// disguisedIPv4 reports the IPv4 address a non-ASCII host becomes once hidden
+// characters are dropped and fullwidth digits, letters and dots folded
+// (textscan.Skeleton, the folding IDNA applies to them), if it becomes one.
 func disguisedIPv4(s string) (netip.Addr, bool) {
-	var b strings.Builder
-	for _, r := range s {
-		switch {
-		case r >= 0xFF01 && r <= 0xFF5E:
-			r = r - 0xFF01 + '!'
-		case r == 0x3002 || r == 0xFF61: // ideographic and halfwidth full stops
-			r = '.'
-		case r == 0x00AD || r == 0x200B || r == 0x200C || r == 0x200D || r == 0x2060 || r == 0xFEFF:
-			continue // IDNA drops these
-		}
-		if r >= utf8.RuneSelf {
+	folded := textscan.Skeleton(s)
+	for i := 0; i < len(folded); i++ {
+		if folded[i] >= utf8.RuneSelf {
 			return netip.Addr{}, false
 		}
-		if r >= 'A' && r <= 'Z' {
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
 	}
-	labels := strings.Split(strings.TrimSuffix(b.String(), "."), ".")
+	labels := strings.Split(strings.TrimSuffix(folded, "."), ".")
 	if !numeric(labels[len(labels)-1]) {
 		return netip.Addr{}, false
 	}

@@ -21,7 +21,7 @@ type rule struct {
 	anchors []string
 	// also: and, when set, one of these too (every alternative of the regexp needs one).
 	also []string
-	re      *regexp.Regexp
+	re   *regexp.Regexp
 	// detail is what a finding says the phrase does.
 	detail string
 }
@@ -31,7 +31,7 @@ type rule struct {
 var rules = []rule{
 	{
 		id: "ignore-instructions", severity: High, anchors: []string{"ignore", "disregard", "forget"},
-		also: []string{"instruction", "prompt", "direction", "rule", "guideline", "message", "context", "command", "guidance", "constraint", "everything", "all "},
+		also:   []string{"instruction", "prompt", "direction", "rule", "guideline", "message", "context", "command", "guidance", "constraint", "everything", "all "},
 		detail: "tells the model to drop its earlier instructions",
 		re: words(`\b(?:ignore|disregard|forget)\b(?: (?:all|any|the|your|of|every|these|those|my|previous|prior|above|earlier|preceding|former|original|initial|system|developer))* ` +
 			`(?:previous|prior|above|earlier|preceding|former|original|initial|system|developer|all|any|your)\b(?: [a-z]+)? ` +
@@ -48,7 +48,7 @@ var rules = []rule{
 	},
 	{
 		id: "conceal-from-user", severity: High, anchors: []string{"user", "human"},
-		also: []string{"tell", "inform", "notif", "alert", "mention", "reveal", "disclos", "hide", "conceal", "keep", " not "},
+		also:   []string{"tell", "inform", "notif", "alert", "mention", "reveal", "disclos", "hide", "conceal", "keep", " not "},
 		detail: "asks the model to keep something from the user",
 		re: words(`\b(?:do not|don't|dont|never|must not|should not|shouldn't|mustn't|avoid|without) (?:ever )?(?:tell|telling|inform|informing|notify|notifying|alert|alerting|mention|mentioning|reveal|revealing|disclose|disclosing) (?:this |it |that |anything |any of this )?(?:to )?(?:the |your )?(?:user|human)\b` +
 			`|\b(?:hide|conceal|keep) (?:this|it|that|these)(?: [a-z]+){0,3} (?:secret |hidden )?from (?:the |your )?(?:user|human)\b` +
@@ -69,7 +69,7 @@ var rules = []rule{
 	},
 	{
 		id: "before-using", severity: Medium, anchors: []string{"before"},
-		also: []string{" tool", " function"},
+		also:   []string{" tool", " function"},
 		detail: "tells the model to do something else before using the tool",
 		re: words(`\bbefore (?:using|calling|invoking|running|executing|you use|you call|you run) (?:this|the|any) (?:tool|function)s?\b,? (?:you )?(?:must |should |need to |always |first |have to |please )*` +
 			`(?:read|open|send|include|fetch|pass|provide|upload|attach|copy|cat)\b`),
@@ -83,7 +83,7 @@ var rules = []rule{
 	},
 	{
 		id: "role-marker", severity: Medium, anchors: []string{"system", "assistant", "developer", "you are now", "from now on"},
-		also: []string{":", "you are now", "from now on"},
+		also:   []string{":", "you are now", "from now on"},
 		detail: "speaks as a system or assistant message",
 		re: words(`(?m)^ ?(?:#+ ?)?(?:system|assistant|developer) ?(?:prompt ?)?:` +
 			`|\byou are now\b|\bfrom now on,? (?:you|always|never|ignore)\b`),
@@ -95,7 +95,7 @@ var rules = []rule{
 	},
 	{
 		id: "directs-other-tool", severity: Medium, anchors: []string{" tool "},
-		also: []string{"must", "shall", "has to", "needs to", "should always", "should never"},
+		also:   []string{"must", "shall", "has to", "needs to", "should always", "should never"},
 		detail: "dictates how another named tool must behave",
 		re:     words(`\b(?:the|any|every) [a-z0-9]+[_.-][a-z0-9_.-]+ tool (?:must|shall|has to|needs to|should always|should never)\b`),
 	},
