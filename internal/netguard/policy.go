@@ -320,3 +320,32 @@ func embedded(a netip.Addr) []embedding {
 	}
 	return out
 }
+
+// ParseRanges reads the ranges of a server's policy: CIDR prefixes ("10.0.0.0/8",
+// "fd00::/8") or single addresses ("169.254.169.254", a /32 or /128), in the strict
+// syntax of net/netip (no octal, hex or short IPv4 forms). A prefix with host bits set
+// ("10.1.2.3/8") is refused: it is more likely a mistake than the range it masks to.
+func ParseRanges(ss []string) ([]netip.Prefix, error) {
+	out := make([]netip.Prefix, 0, len(ss))
+	for i, s := range ss {
+		s = strings.TrimSpace(s)
+		var p netip.Prefix
+		if strings.Contains(s, "/") {
+			var err error
+			if p, err = netip.ParsePrefix(s); err != nil {
+				return nil, fmt.Errorf("netguard: range %d (%s): %w", i+1, escapeHost(s), err)
+			}
+			if p.Masked() != p {
+				return nil, fmt.Errorf("netguard: range %d (%s) has bits set past its length: did you mean %s?", i+1, escapeHost(s), p.Masked())
+			}
+		} else {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return nil, fmt.Errorf("netguard: range %d (%s) is neither a CIDR prefix nor an address: %w", i+1, escapeHost(s), err)
+			}
+			p = netip.PrefixFrom(a.WithZone(""), a.BitLen())
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

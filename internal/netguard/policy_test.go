@@ -197,3 +197,21 @@ func TestDeniedErrorText(t *testing.T) {
 		t.Errorf("error %q", err)
 	}
 }
+
+func TestParseRanges(t *testing.T) {
+	got, err := ParseRanges([]string{"10.0.0.0/8", " 169.254.169.254 ", "fd00::/8", "::1", "fe80::1%eth0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"10.0.0.0/8", "169.254.169.254/32", "fd00::/8", "::1/128", "fe80::1/128"}
+	for i, p := range got {
+		if p.String() != want[i] {
+			t.Errorf("range %d = %s, want %s", i, p, want[i])
+		}
+	}
+	for _, bad := range []string{"10.1.2.3/8", "0x7f000001", "127.1", "10.0.0.0/33", "", "example.com", "10.0.0.0/8/8", "0177.0.0.1/32"} {
+		if _, err := ParseRanges([]string{bad}); err == nil {
+			t.Errorf("ParseRanges(%q) accepted", bad)
+		}
+	}
+}
