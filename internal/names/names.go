@@ -27,6 +27,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/textscan"
@@ -107,16 +108,25 @@ func split(id string) (ns, name string) {
 // them.
 func Key(name string) string {
 	s := textscan.Skeleton(name)
-	var b strings.Builder
-	b.Grow(len(s))
-	for _, c := range s {
-		if c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' {
-			b.WriteRune(c)
+	keep := func(c rune) bool { return c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '_' || c == '-' }
+	if !strings.ContainsFunc(s, func(r rune) bool { return r >= utf8.RuneSelf }) {
+		b := []byte(s)
+		for i, c := range b {
+			if !keep(rune(c)) {
+				b[i] = '_'
+			}
+		}
+		return string(b)
+	}
+	var out strings.Builder
+	for _, c := range s { // one '_' per character, not per byte
+		if keep(c) {
+			out.WriteRune(c)
 		} else {
-			b.WriteByte('_')
+			out.WriteByte('_')
 		}
 	}
-	return b.String()
+	return out.String()
 }
 
 // Form is one published name of a tool.
@@ -234,12 +244,20 @@ func New(o Options) *Registry {
 // surfaces' names, then each harness's short forms and display names of them (the
 // first form to produce a key names it).
 func (r *Registry) Forms(id string) []Form {
+	forms, _ := r.forms(id)
+	return forms
+}
+
+// forms is Forms with each form's key.
+func (r *Registry) forms(id string) ([]Form, []string) {
 	var out []Form
+	var keys []string
 	seen := map[string]bool{}
 	add := func(surface, name string) {
 		if k := Key(name); !seen[k] {
 			seen[k] = true
 			out = append(out, Form{Surface: surface, Name: name})
+			keys = append(keys, k)
 		}
 	}
 	pubs := make([]string, len(r.surfaces))
@@ -256,7 +274,7 @@ func (r *Registry) Forms(id string) []Form {
 			add(h.ID+" display name", h.Names.Display(r.server, short))
 		}
 	}
-	return out
+	return out, keys
 }
 
 // Check reports the collisions id would have, without registering it. A tool never
@@ -265,17 +283,17 @@ func (r *Registry) Check(id string) ([]Collision, error) {
 	if ns, name := split(id); ns == "" || name == "" {
 		return nil, fmt.Errorf("%w: %q", ErrInvalidID, textscan.Escape(id, 200))
 	}
-	forms := r.Forms(id)
+	forms, keys := r.forms(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.collisions(id, forms), nil
+	return r.collisions(id, forms, keys), nil
 }
 
-func (r *Registry) collisions(id string, forms []Form) []Collision {
+func (r *Registry) collisions(id string, forms []Form, keys []string) []Collision {
 	var out []Collision
 	var holders []string
-	for _, f := range forms {
-		h, ok := r.byKey[Key(f.Name)]
+	for i, f := range forms {
+		h, ok := r.byKey[keys[i]]
 		if !ok || h.id == id || slices.Contains(holders, h.id) {
 			continue
 		}
@@ -295,20 +313,17 @@ func (r *Registry) Add(id string) error {
 	if ns, name := split(id); ns == "" || name == "" {
 		return fmt.Errorf("%w: %q", ErrInvalidID, textscan.Escape(id, 200))
 	}
-	forms := r.Forms(id)
+	forms, keys := r.forms(id)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.keysOf[id]; ok {
 		return nil
 	}
-	if cs := r.collisions(id, forms); len(cs) > 0 {
+	if cs := r.collisions(id, forms, keys); len(cs) > 0 {
 		return &RefusedError{Collisions: cs}
 	}
-	keys := make([]string, 0, len(forms))
-	for _, f := range forms {
-		k := Key(f.Name)
-		r.byKey[k] = holder{id: id, form: f}
-		keys = append(keys, k)
+	for i, f := range forms {
+		r.byKey[keys[i]] = holder{id: id, form: f}
 	}
 	r.keysOf[id] = keys
 	return nil
