@@ -61,7 +61,7 @@ func BareSurface() Surface {
 	}}
 }
 
-// DefaultSurfaces are the published forms of docs/toolgate-mcp.md and PRODUCT.md:
+// DefaultSurfaces are the published forms of docs/toolgate-mcp.md and docs/harnesses.md:
 //   - the canonical id (toolgate serve, bridges);
 //   - `toolgate mcp`'s prefixed form toolgate_<ns>_<name> (toolgate.<n> is
 //     toolgate_<n>): what localtools.Namer gives local.* and server.* tools with the
