@@ -442,8 +442,33 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 	}
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.st.Close() }
+// Drain stops the App taking tool calls and lets those in flight finish until ctx
+// ends; then it cancels them and waits for each one's outcome event (failed
+// cancelled_by_shutdown), so that every executed call is recorded before the store
+// closes (kernel.Kernel.Drain). It returns how many calls it cancelled. A command calls
+// it when asked to stop, with its drain deadline, before closing its surfaces.
+func (a *App) Drain(ctx context.Context) int {
+	if a.k == nil {
+		return 0
+	}
+	return a.k.Drain(ctx)
+}
+
+// Close drains whatever is still in flight — at once: each call is cancelled and its
+// outcome written, as Drain does when its deadline has passed — and closes the store
+// last. A command that did not call Drain therefore still loses no outcome.
+func (a *App) Close() error {
+	a.DrainNow()
+	return a.st.Close()
+}
+
+// DrainNow is Drain with no time left: the calls in flight are cancelled at once, and
+// it returns once each one's outcome is written.
+func (a *App) DrainNow() int {
+	now, cancel := context.WithCancel(context.Background())
+	cancel()
+	return a.Drain(now)
+}
 
 // Instructions is what every MCP surface tells a harness's model in initialize and
 // server/discover: how to read toolgate's answers, so that a permission decision is not

@@ -52,7 +52,9 @@ owner-token in the data directory, created on first start; it speaks for the pri
 It listens on loopback by default. A non-loopback --listen is accepted only because
 authentication is always enforced; name the host clients use with --allow-host (the
 Host/Origin check refuses everything else). SIGTERM or Ctrl-C stops accepting, lets
-in-flight calls finish (up to --drain), then exits.`,
+in-flight calls finish (up to --drain), then cancels those still running, records each
+one's outcome in the audit trail (failed, cancelled_by_shutdown) and exits; a second
+signal cancels them at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), env, f) },
 	}
@@ -60,7 +62,7 @@ in-flight calls finish (up to --drain), then exits.`,
 	fl.StringVar(&f.listen, "listen", DefaultListen, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&f.workspace, "workspace", "", "serve the local file tools confined to this directory")
 	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin names accepted beyond loopback (for a non-loopback --listen)")
-	fl.DurationVar(&f.drain, "drain", 30*time.Second, "how long in-flight calls may take to finish after SIGTERM")
+	fl.DurationVar(&f.drain, "drain", 30*time.Second, "how long in-flight calls may take to finish after SIGTERM before they are cancelled (each still gets its audit outcome)")
 	return cmd
 }
 
@@ -173,16 +175,31 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s)\n", f.drain)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.drain)
+	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s; a second signal cancels them now)\n", f.drain)
+	// The listener closes at once and idle connections go; requests in flight keep
+	// theirs. The kernel waits for the calls until the drain deadline (or a second
+	// signal), then cancels them and writes each one's outcome (cancelled_by_shutdown);
+	// their answers are still sent. The store closes last (a.Close, deferred).
+	dctx, cancel := context.WithTimeout(env.Hurry(), f.drain)
 	defer cancel()
-	err = srv.Shutdown(dctx)
+	shut := make(chan error, 1)
+	go func() {
+		sctx, scancel := context.WithTimeout(context.Background(), f.drain+kernel.ShutdownGrace+5*time.Second)
+		defer scancel()
+		shut <- srv.Shutdown(sctx)
+	}()
+	cancelled := a.Drain(dctx)
+	mcpH.Close() // ends the sessions, and with them their open event streams
+	err = <-shut
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", serr)
 	}
 	if err != nil {
 		srv.Close()
-		return fmt.Errorf("draining: %w", err)
+	}
+	if cancelled > 0 {
+		fmt.Fprintf(w, "toolgate: stopped; %d call(s) still running were cancelled and recorded as cancelled_by_shutdown\n", cancelled)
+		return nil
 	}
 	fmt.Fprintf(w, "toolgate: stopped\n")
 	return nil

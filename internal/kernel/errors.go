@@ -30,6 +30,8 @@ const (
 	CodeTurnClosed           Code = "turn_closed"            // denied: the turn is over
 	CodeOutsideCapability    Code = "outside_capability"     // denied: the turn's capabilities do not cover this tool × action
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
+	CodeCancelledByShutdown  Code = "cancelled_by_shutdown"  // failed: toolgate was shutting down: the call was cancelled, or refused before it started
+	CodeCancelled            Code = "cancelled"              // failed: the caller or its session ended the call before the tool finished
 
 	// Git tools.
 	CodeInvalidRef             Code = "invalid_ref"              // failed: a revision or branch name is malformed, starts with '-', or does not resolve
