@@ -161,6 +161,23 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 			t.Errorf("stderr:\n%s", stderr)
 		}
 	})
+	t.Run("SIGHUP", func(t *testing.T) {
+		// A closed terminal sends SIGHUP, whose default action ends the process on the
+		// spot: it is a shutdown like SIGTERM.
+		data, _ := setup(t, nil)
+		d := startServe(t, data, workspaceDir(t), "--drain", "1s")
+		answer := invokeAsync(d.url, d.ownerToken(), longBash)
+		waitAllowed(t, data, "local.bash", 1, d)
+		if err := d.stop(syscall.SIGHUP); err != nil {
+			t.Errorf("exit after SIGHUP: %v", err)
+		}
+		if got := <-answer; !strings.Contains(got, `"toolgate/code":"cancelled_by_shutdown"`) {
+			t.Errorf("invoke answered %s", got)
+		}
+		if n := checkEveryOutcome(t, data); n != 1 {
+			t.Errorf("%d allowed calls in the trail, want 1", n)
+		}
+	})
 	t.Run("second signal", func(t *testing.T) {
 		data, _ := setup(t, nil)
 		d := startServe(t, data, workspaceDir(t), "--drain", "1h")

@@ -37,7 +37,7 @@ type Env struct {
 	hurry context.Context
 }
 
-// Hurry is a context that ends on the second SIGINT or SIGTERM: the first one asks a
+// Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a
 // command to stop (its context ends, and in-flight calls may finish up to the drain
 // deadline); the second cuts that wait short. Calls are cancelled then, never dropped:
 // each still gets its outcome event.
@@ -121,11 +121,17 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 }
 
 // Main runs one command line as the toolgate process and returns its exit code. The
-// first SIGINT or SIGTERM cancels the command's context (its cause names the signal);
-// a second one ends Env.Hurry.
+// first SIGINT, SIGTERM or SIGHUP cancels the command's context (its cause names the
+// signal); a second one ends Env.Hurry. SIGHUP is caught too because its default
+// action ends the process on the spot, with calls running and their outcomes unwritten
+// (a closed terminal sends it); under nohup, which ignores it, it stays ignored.
 func Main(args []string, stdio Stdio) int {
 	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	stopSignals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		stopSignals = append(stopSignals, syscall.SIGHUP)
+	}
+	signal.Notify(sigs, stopSignals...)
 	defer signal.Stop(sigs)
 	ctx, stop := context.WithCancelCause(context.Background())
 	defer stop(nil)
