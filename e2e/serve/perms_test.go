@@ -110,6 +110,7 @@ func TestLeakyDataDirectoryRefused(t *testing.T) {
 		chmodLeak(store.DBFile, 0o644), chmodLeak(store.DBFile, 0o640), chmodLeak(store.DBFile, 0o604),
 		chmodLeak(store.DBFile+"-wal", 0o644), chmodLeak(store.DBFile+"-shm", 0o644), chmodLeak(store.DBFile+"-journal", 0o640),
 		chmodLeak(app.OwnerTokenFile, 0o644), chmodLeak(app.OwnerTokenFile, 0o640), chmodLeak(app.OwnerTokenFile, 0o604),
+		chmodLeak("keystore.key", 0o644),
 		symlinkLeak(store.DBFile), symlinkLeak(app.OwnerTokenFile),
 		chownLeak("."), chownLeak(store.DBFile), chownLeak(app.OwnerTokenFile),
 		{name: "data directory a link to a 0755 directory", apply: func(t *testing.T, data string) (string, string) {

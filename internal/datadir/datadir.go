@@ -33,6 +33,9 @@ var Secrets = []struct{ Name, What string }{
 	{DBFile + "-shm", "database shared-memory file"},
 	{DBFile + "-journal", "database journal"},
 	{OwnerTokenFile, "owner token"},
+	// The keystore's master key, which opens the sealed secrets of installed servers;
+	// the keystore checks it again when it loads it.
+	{"keystore.key", "keystore key"},
 }
 
 // ErrUnsafe is wrapped by every refusal of a directory or file that is not private.
