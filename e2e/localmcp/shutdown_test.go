@@ -2,7 +2,6 @@ package localmcp
 
 import (
 	"bufio"
-	"context"
 	"io"
 	"os/exec"
 	"strings"
@@ -11,7 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -90,44 +89,6 @@ func (m *rawMCP) exit(t *testing.T) (rest []string, err error) {
 	}
 }
 
-// waitAllowed waits for n allowed events of tool in data's trail.
-func waitAllowed(t *testing.T, data, tool string, n int) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		got := 0
-		for _, e := range trail(t, data) {
-			if e.Tool == tool && e.Decision == audit.Allowed {
-				got++
-			}
-			if e.Tool == tool && e.Code == "sandbox_unavailable" {
-				t.Skipf("bash cannot be confined on this host: %s", e.Message)
-			}
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d %s calls started", got, n, tool)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func trail(t *testing.T, data string) []audit.Event {
-	t.Helper()
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
-}
-
 // TestShutdownRecordsEveryOutcome: `toolgate mcp` with a bash call running, then the
 // client closes stdin (the call may finish for --drain 1s, then is cancelled) or sends
 // SIGTERM (cancelled at once): the call is answered failed cancelled_by_shutdown, its
@@ -141,7 +102,7 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 			w := newWorld(t)
 			m := startRawMCP(t, w, "--drain", "1s")
 			m.send(t, bash)
-			waitAllowed(t, w.data, "local.bash", 1)
+			storetest.WaitAllowed(t, w.data, "local.bash", 1)
 			if how == "SIGTERM" {
 				m.cmd.Process.Signal(syscall.SIGTERM)
 			} else {
@@ -154,7 +115,7 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 			if got := strings.Join(rest, "\n"); !strings.Contains(got, `"id":2`) || !strings.Contains(got, `"toolgate/code":"cancelled_by_shutdown"`) {
 				t.Errorf("the bash call was answered %q", got)
 			}
-			evs := trail(t, w.data)
+			evs := storetest.Trail(t, w.data)
 			if err := audit.Verify(evs); err != nil {
 				t.Errorf("chain: %v", err)
 			}

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -12,7 +11,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 )
 
 // longBash is a bash call that outlives any drain deadline the tests set.
@@ -46,45 +45,6 @@ func postAsync(url, token, body string, hdr ...string) <-chan string {
 		out <- fmt.Sprintf("%d %s", resp.StatusCode, b)
 	}()
 	return out
-}
-
-// waitAllowed waits until n calls of tool have their allowed event in data's trail.
-func waitAllowed(t *testing.T, data, tool string, n int, d *daemon) {
-	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		evs := auditEvents(t, data)
-		got := 0
-		for _, e := range evs {
-			if e.Tool == tool && e.Decision == audit.Allowed {
-				got++
-			}
-			if e.Tool == tool && e.Code == "sandbox_unavailable" {
-				t.Skipf("bash cannot be confined on this host: %s", e.Message)
-			}
-		}
-		if got >= n {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d of %d %s calls started\n%s", got, n, tool, d.stderr.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-func auditEvents(t *testing.T, data string) []audit.Event {
-	t.Helper()
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return evs
 }
 
 // checkEveryOutcome verifies the chain with `toolgate audit --verify` and checks that
@@ -141,7 +101,7 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 		mcpAnswer := postAsync(s.url, tok,
 			`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"local.bash","arguments":{"command":"sleep 120","timeout_seconds":300}}}`,
 			"Mcp-Session-Id", s.id, "MCP-Protocol-Version", "2025-06-18", "Accept", "application/json")
-		waitAllowed(t, data, "local.bash", 4, d)
+		storetest.WaitAllowed(t, data, "local.bash", 4)
 		if err := d.stop(syscall.SIGTERM); err != nil {
 			t.Errorf("exit after SIGTERM: %v", err)
 		}
@@ -161,42 +121,36 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 			t.Errorf("stderr:\n%s", stderr)
 		}
 	})
-	t.Run("SIGHUP", func(t *testing.T) {
-		// A closed terminal sends SIGHUP, whose default action ends the process on the
-		// spot: it is a shutdown like SIGTERM.
-		data, _ := setup(t, nil)
-		d := startServe(t, data, workspaceDir(t), "--drain", "1s")
-		answer := invokeAsync(d.url, d.ownerToken(), longBash)
-		waitAllowed(t, data, "local.bash", 1, d)
-		if err := d.stop(syscall.SIGHUP); err != nil {
-			t.Errorf("exit after SIGHUP: %v", err)
-		}
-		if got := <-answer; !strings.Contains(got, `"toolgate/code":"cancelled_by_shutdown"`) {
-			t.Errorf("invoke answered %s", got)
-		}
-		if n := checkEveryOutcome(t, data); n != 1 {
-			t.Errorf("%d allowed calls in the trail, want 1", n)
-		}
-	})
-	t.Run("second signal", func(t *testing.T) {
-		data, _ := setup(t, nil)
-		d := startServe(t, data, workspaceDir(t), "--drain", "1h")
-		answer := invokeAsync(d.url, d.ownerToken(), longBash)
-		waitAllowed(t, data, "local.bash", 1, d)
-		d.cmd.Process.Signal(syscall.SIGTERM)
+	// A closed terminal sends SIGHUP, whose default action ends the process on the spot:
+	// it is a shutdown like SIGTERM.
+	t.Run("SIGHUP", func(t *testing.T) { cutOneCall(t, "1s", syscall.SIGHUP) })
+	// Without the second signal this waits for the hour-long drain and d.stop's bound
+	// fails the test.
+	t.Run("second signal", func(t *testing.T) { cutOneCall(t, "1h", syscall.SIGTERM, syscall.SIGTERM) })
+}
+
+// cutOneCall starts serve with --drain drain and one long bash call, then sends sigs
+// (each after the one before has begun the shutdown), and checks that serve exits 0,
+// the call is answered cancelled_by_shutdown and the trail has its outcome.
+func cutOneCall(t *testing.T, drain string, sigs ...syscall.Signal) {
+	t.Helper()
+	data, _ := setup(t, nil)
+	d := startServe(t, data, workspaceDir(t), "--drain", drain)
+	answer := invokeAsync(d.url, d.ownerToken(), longBash)
+	storetest.WaitAllowed(t, data, "local.bash", 1)
+	for _, sig := range sigs[:len(sigs)-1] {
+		d.cmd.Process.Signal(sig)
 		for !strings.Contains(d.stderr.String(), "shutting down") {
 			time.Sleep(10 * time.Millisecond)
 		}
-		// Without the second signal this waits for the hour-long drain and d.stop's
-		// bound fails the test.
-		if err := d.stop(syscall.SIGTERM); err != nil {
-			t.Errorf("exit after the second signal: %v", err)
-		}
-		if got := <-answer; !strings.Contains(got, `"toolgate/code":"cancelled_by_shutdown"`) {
-			t.Errorf("invoke answered %s", got)
-		}
-		if n := checkEveryOutcome(t, data); n != 1 {
-			t.Errorf("%d allowed calls in the trail, want 1", n)
-		}
-	})
+	}
+	if err := d.stop(sigs[len(sigs)-1]); err != nil {
+		t.Errorf("exit after %v: %v", sigs, err)
+	}
+	if got := <-answer; !strings.Contains(got, `"toolgate/code":"cancelled_by_shutdown"`) {
+		t.Errorf("invoke answered %s", got)
+	}
+	if n := checkEveryOutcome(t, data); n != 1 {
+		t.Errorf("%d allowed calls in the trail, want 1", n)
+	}
 }

@@ -13,11 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/localtools"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -196,15 +195,7 @@ func TestRunCapabilityNarrows(t *testing.T) {
 		t.Errorf("no audit summary:\n%s", stderr.String())
 	}
 
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Trail(t, data)
 	codes := map[string]string{}
 	for _, e := range evs {
 		codes[e.Tool] = e.Code

@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -94,15 +95,7 @@ func TestRunRecordsTheCallItsHarnessLeftRunning(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d\n%s", code, errOut.String())
 	}
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Trail(t, data)
 	if err := audit.Verify(evs); err != nil {
 		t.Error(err)
 	}
