@@ -2,6 +2,7 @@ package localmcp
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
@@ -129,5 +130,32 @@ func TestShutdownRecordsEveryOutcome(t *testing.T) {
 				t.Errorf("bash events %v, want allowed then failed:cancelled_by_shutdown", decisions)
 			}
 		})
+	}
+}
+
+// A client that writes its requests and closes stdin at once (printf … | toolgate mcp)
+// gets every one answered as if the input had stayed open: the end of input starts the
+// drain only for calls already running, never refuses what was read before it.
+func TestRequestsBeforeEOFAreAllAnswered(t *testing.T) {
+	w := newWorld(t)
+	in := []string{`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"e2e","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`}
+	const n = 40
+	for i := 1; i <= n; i++ {
+		in = append(in, fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"toolgate_local_read_file","arguments":{"path":"README.md"}}}`, i))
+	}
+	out, _ := rawLines(t, baseEnv(t), []string{"mcp", "--workspace", w.ws, "--database-dir", w.data}, in)
+	answered := 0
+	for _, l := range out {
+		m := mustJSONLine(t, l)
+		if id, _ := m["id"].(float64); id >= 1 {
+			answered++
+			if strings.Contains(l, `"isError":true`) {
+				t.Errorf("call %v refused: %s", id, l)
+			}
+		}
+	}
+	if answered != n {
+		t.Errorf("%d of %d calls answered", answered, n)
 	}
 }

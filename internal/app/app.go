@@ -442,32 +442,23 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 	}
 }
 
-// Drain stops the App taking tool calls and lets those in flight finish until ctx
-// ends; then it cancels them and waits for each one's outcome event (failed
-// cancelled_by_shutdown), so that every executed call is recorded before the store
-// closes (kernel.Kernel.Drain). It returns how many calls it cancelled. A command calls
-// it when asked to stop, with its drain deadline, before closing its surfaces.
-func (a *App) Drain(ctx context.Context) int {
+// Shutdown cancels the tool calls still in flight and returns once each one's outcome
+// event (failed cancelled_by_shutdown) is written, so that every executed call is
+// recorded before the store closes (kernel.Kernel.Shutdown); later calls are refused.
+// It returns how many calls it cancelled. A command calls it once its surfaces have
+// stopped taking work and their drain deadline has passed, before closing them.
+func (a *App) Shutdown() int {
 	if a.k == nil {
 		return 0
 	}
-	return a.k.Drain(ctx)
+	return a.k.Shutdown()
 }
 
-// Close drains whatever is still in flight — at once: each call is cancelled and its
-// outcome written, as Drain does when its deadline has passed — and closes the store
-// last. A command that did not call Drain therefore still loses no outcome.
+// Close shuts the kernel down (Shutdown) and closes the store last, so a command that
+// did not call Shutdown still loses no outcome.
 func (a *App) Close() error {
-	a.DrainNow()
+	a.Shutdown()
 	return a.st.Close()
-}
-
-// DrainNow is Drain with no time left: the calls in flight are cancelled at once, and
-// it returns once each one's outcome is written.
-func (a *App) DrainNow() int {
-	now, cancel := context.WithCancel(context.Background())
-	cancel()
-	return a.Drain(now)
 }
 
 // Instructions is what every MCP surface tells a harness's model in initialize and

@@ -164,8 +164,8 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	}
 	defer turn.Close()
 	// The stdio server runs on a context of its own, so that ending it never cancels
-	// a call before the kernel has: shutdown goes through a.Drain, which records each
-	// cut call as cancelled_by_shutdown, and only then is the server stopped.
+	// a call before the kernel has: shutdown goes through a.Shutdown, which records
+	// each cut call as cancelled_by_shutdown, and only then is the server stopped.
 	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopServe()
 	in := &eofSignal{r: env.In, ended: make(chan struct{})}
@@ -180,16 +180,23 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	select {
 	case err = <-served:
 	case <-in.ended:
-		// The client closed our input: calls in flight may finish (and be answered) for
-		// up to --drain, or until a signal, then are cancelled.
-		dctx, cancel := context.WithTimeout(ctx, f.drain)
-		a.Drain(dctx)
-		cancel()
-		err = <-served
+		// The client closed our input: what it sent is still answered, calls in flight
+		// may finish for up to --drain (or until a signal), then are cancelled.
+		drain := time.NewTimer(f.drain)
+		defer drain.Stop()
+		select {
+		case err = <-served:
+		case <-drain.C:
+			a.Shutdown()
+			err = <-served
+		case <-ctx.Done():
+			a.Shutdown()
+			err = <-served
+		}
 	case <-ctx.Done():
 		// A signal: the client wants us gone (MCP's stdio shutdown sends SIGTERM after
 		// closing the input): cancel now, record, answer, exit.
-		a.DrainNow()
+		a.Shutdown()
 		stopServe()
 		err = <-served
 	}

@@ -233,7 +233,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	var outcome app.Outcome
 	turnID := ""
 	if bridge != nil {
-		a.DrainNow()
+		a.Shutdown()
 		outcome, turnID = turn.Outcome(), turn.ID()
 		_ = bridge.Close()
 		if runBridgeHook != nil {

@@ -32,6 +32,11 @@ type serveFlags struct {
 	drain      time.Duration
 }
 
+// answerGrace is how long, once the drain deadline passed and the kernel cancelled the
+// calls still running, their answers may take to reach their clients before the
+// connections are closed.
+const answerGrace = 5 * time.Second
+
 // DefaultListen is where `toolgate serve` listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7077"
 
@@ -177,25 +182,24 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	}
 	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s; a second signal cancels them now)\n", f.drain)
 	// The listener closes at once and idle connections go; requests in flight keep
-	// theirs. The kernel waits for the calls until the drain deadline (or a second
-	// signal), then cancels them and writes each one's outcome (cancelled_by_shutdown);
-	// their answers are still sent. The store closes last (a.Close, deferred).
+	// theirs until they finish, the drain deadline passes or a second signal comes.
+	// Then the kernel cancels the calls still running and writes each one's outcome
+	// (cancelled_by_shutdown), their answers are still sent, and only then do the
+	// sessions and connections close. The store closes last (a.Close, deferred).
 	dctx, cancel := context.WithTimeout(env.Hurry(), f.drain)
 	defer cancel()
-	shut := make(chan error, 1)
-	go func() {
-		sctx, scancel := context.WithTimeout(context.Background(), f.drain+kernel.ShutdownGrace+5*time.Second)
-		defer scancel()
-		shut <- srv.Shutdown(sctx)
-	}()
-	cancelled := a.Drain(dctx)
+	err = srv.Shutdown(dctx)
+	cancelled := a.Shutdown()
 	mcpH.Close() // ends the sessions, and with them their open event streams
-	err = <-shut
+	if err != nil {
+		gctx, gcancel := context.WithTimeout(context.Background(), answerGrace)
+		defer gcancel()
+		if err := srv.Shutdown(gctx); err != nil {
+			srv.Close()
+		}
+	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", serr)
-	}
-	if err != nil {
-		srv.Close()
 	}
 	if cancelled > 0 {
 		fmt.Fprintf(w, "toolgate: stopped; %d call(s) still running were cancelled and recorded as cancelled_by_shutdown\n", cancelled)

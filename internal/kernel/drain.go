@@ -9,29 +9,36 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 )
 
-// ErrShutdown is the cause (context.Cause) of a call's context when Drain cancels it.
+// ErrShutdown is the cause (context.Cause) of a call's context when Shutdown cancels it.
 var ErrShutdown = errors.New("toolgate is shutting down")
 
-// ShutdownGrace is how long Drain waits, after cancelling the calls still in flight,
-// for their tools to return and their outcome events to be written. A tool that is
-// still running after it gets its outcome written by Drain, so that no executed call
-// is left without one when the process exits.
+// ShutdownGrace is how long Shutdown waits, after cancelling the calls still in
+// flight, for their tools to return and their outcome events to be written. A tool
+// that is still running after it gets its outcome written by Shutdown, so that no
+// executed call is left without one when the process exits.
 const ShutdownGrace = 5 * time.Second
+
+// ShutdownAppendWait is how long Shutdown then still waits for calls that are not
+// running a tool but writing (their decision, their outcome, an escalation): such a
+// write ends on its own, within the store's busy timeout (10 s) when another process
+// holds the lock; this is three times that. Past it Shutdown gives up on them (and
+// says so in the log) rather than hang an exiting process on a stuck disk.
+const ShutdownAppendWait = 30 * time.Second
 
 // drainState is where a kernel is in its shutdown.
 type drainState int
 
 const (
 	drainOpen     drainState = iota // taking calls
-	drainDraining                   // refusing new calls (recorded), waiting for those in flight
-	drainClosed                     // Drain returned: the audit log may be gone
+	drainDraining                   // Shutdown running: new calls refused (recorded), those in flight cancelled
+	drainClosed                     // Shutdown returned: the audit log may be gone
 )
 
 // call phases (callState.phase): what a shutdown may do to a call in flight.
 const (
 	phaseDeciding int32 = iota // authorizing, appending the decision
 	phaseRunning               // the allowed event is written and the tool is running
-	phaseRecorded              // the outcome is being (or was) written, by the call or by Drain
+	phaseRecorded              // the outcome is being (or was) written, by the call or by Shutdown
 )
 
 // inflight is the set of calls between their start and their return, so that a
@@ -41,7 +48,7 @@ type inflight struct {
 	mu    sync.Mutex
 	state drainState
 	calls map[*callState]struct{}
-	idle  chan struct{} // made by Drain; closed once no call is in flight
+	idle  chan struct{} // made by Shutdown; closed once no call is in flight
 }
 
 // enter registers c unless the kernel is closed, and returns the state it found.
@@ -86,16 +93,19 @@ func (f *inflight) snapshot() []*callState {
 	return out
 }
 
-// Drain shuts the kernel down without losing an outcome. From the moment it is called
-// every new call is refused failed cancelled_by_shutdown (and recorded). It waits for
-// the calls in flight to finish until ctx ends; then it cancels them (their context's
-// cause is ErrShutdown, and each is recorded failed cancelled_by_shutdown) and waits up
-// to ShutdownGrace for their outcome events. A call whose tool has still not returned
-// then gets that outcome written by Drain itself. When Drain returns, nothing the
-// kernel started is waiting to write to the audit log, so it may be closed; calls after
-// that are refused without being recorded (they run nothing). It returns how many calls
-// it cancelled. Drain is safe to call more than once; later calls return at once.
-func (k *Kernel) Drain(ctx context.Context) int {
+// Shutdown ends the kernel's work without losing an outcome: every call still in flight
+// is cancelled (its context's cause is ErrShutdown) and recorded failed
+// cancelled_by_shutdown after its allowed event; Shutdown waits up to ShutdownGrace for
+// those outcome events, and writes the outcome itself for a call whose tool has still
+// not returned. A call arriving meanwhile is refused with the same code (and recorded).
+// When Shutdown returns nothing the kernel started is waiting to write to the audit
+// log, so it may be closed; calls after that are refused without being recorded (they
+// run nothing). It returns how many calls it cancelled; calling it again returns 0.
+//
+// Letting calls finish first is the surfaces' part (an HTTP server's Shutdown, a
+// stdio server answering what it read): they stop taking work and wait up to their
+// drain deadline, then call Shutdown for whatever is left.
+func (k *Kernel) Shutdown() int {
 	f := &k.calls
 	f.mu.Lock()
 	if f.state != drainOpen {
@@ -113,11 +123,6 @@ func (k *Kernel) Drain(ctx context.Context) int {
 		f.mu.Unlock()
 	}()
 
-	select {
-	case <-idle:
-		return 0
-	case <-ctx.Done():
-	}
 	running := f.snapshot()
 	for _, c := range running {
 		c.cancel(ErrShutdown)
@@ -130,19 +135,17 @@ func (k *Kernel) Drain(ctx context.Context) int {
 	case <-grace.C:
 	}
 	// Tools that ignore cancellation: record their outcome now, and stop waiting for
-	// them. Calls still deciding or recording are in an audit append, which ends on its
-	// own (the store's busy timeout bounds it); they are waited for, once more up to
-	// ShutdownGrace.
+	// them. The calls left are writing to the audit or escalation log.
 	for _, c := range f.snapshot() {
 		if c.abandon(k) {
 			f.leave(c)
 		}
 	}
-	grace.Reset(ShutdownGrace)
+	grace.Reset(ShutdownAppendWait)
 	select {
 	case <-idle:
 	case <-grace.C:
-		k.log.Error("shutdown: calls still writing their audit events after the grace period", "calls", len(f.snapshot()))
+		k.log.Error("shutdown: calls still writing to the audit log; giving up on them", "calls", len(f.snapshot()), "waited", ShutdownGrace+ShutdownAppendWait)
 	}
 	return len(running)
 }
@@ -164,7 +167,7 @@ func (c *callState) abandon(k *Kernel) bool {
 	return true
 }
 
-// shutdownRefusal is the answer to a call that arrives once Drain has begun.
+// shutdownRefusal is the answer to a call that arrives once Shutdown has begun.
 func shutdownRefusal() *Error {
 	return Failed(CodeCancelledByShutdown, "toolgate is shutting down; call again once it is back").WithRetryable(true)
 }

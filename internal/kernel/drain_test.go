@@ -16,8 +16,8 @@ import (
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// blockingTool runs until its context ends (honours cancellation), or, with stubborn,
-// until release is closed whatever happens to its context. It reports on started once
+// blockingTool runs until release is closed or its context ends (honouring the
+// cancellation), or, with stubborn, until release is closed whatever its context does. It reports on started once
 // running. onCancel, when set, is the error it returns once cancelled.
 func blockingTool(id string, started chan<- string, release <-chan struct{}, stubborn bool, onCancel error) *kernel.Tool {
 	return &kernel.Tool{ID: id, InputSchema: json.RawMessage(`{"type":"object"}`),
@@ -60,22 +60,19 @@ func outcomes(a *kerneltest.Audit) map[string][]string {
 	return m
 }
 
-// TestDrain covers a shutdown of the kernel: calls that finish within the drain
-// deadline are left alone; calls still running at the deadline are cancelled with
-// ErrShutdown as the cause and recorded failed cancelled_by_shutdown (whatever error
-// the tool made of it); a tool that ignores the cancellation gets that outcome written
-// by Drain after ShutdownGrace, once, even when it returns later; calls arriving during
-// the drain are refused and recorded; calls after it are refused and not run. Fake time
-// (testing/synctest) measures the waits exactly.
-func TestDrain(t *testing.T) {
+// TestShutdown covers Kernel.Shutdown: the calls in flight are cancelled at once with
+// ErrShutdown as the cause and recorded failed cancelled_by_shutdown (whatever error the
+// tool made of it); a tool that ignores the cancellation gets that outcome written by
+// Shutdown after ShutdownGrace, once, even when it returns later; a call arriving during
+// the shutdown is refused and recorded; calls after it are refused and not run. Fake
+// time (testing/synctest) measures the waits exactly.
+func TestShutdown(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		started := make(chan string, 8)
-		release := make(chan struct{})
 		stubbornRelease := make(chan struct{})
 		var sawCause error
 		var causeMu sync.Mutex
 		tools := []*kernel.Tool{
-			blockingTool("x.quick", started, release, false, nil),
 			blockingTool("x.slow", started, make(chan struct{}), false, nil),
 			blockingTool("x.timeout", started, make(chan struct{}), false, kernel.Failed(kernel.CodeTimeout, "killed")),
 			blockingTool("x.stubborn", started, stubbornRelease, true, nil),
@@ -99,7 +96,7 @@ func TestDrain(t *testing.T) {
 			r    *mcpserver.CallResult
 		}
 		results := make(chan res, 8)
-		for _, name := range []string{"x.quick", "x.slow", "x.timeout", "x.stubborn", "x.cause"} {
+		for _, name := range []string{"x.slow", "x.timeout", "x.stubborn", "x.cause"} {
 			go func() {
 				r, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: name})
 				if err != nil {
@@ -108,43 +105,22 @@ func TestDrain(t *testing.T) {
 				results <- res{name, r}
 			}()
 		}
-		for range 5 {
+		for range 4 {
 			<-started
 		}
 
-		const drain = 10 * time.Second
 		begin := time.Now()
-		drained := make(chan int, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), drain)
-			defer cancel()
-			drained <- f.k.Drain(ctx)
-		}()
-		synctest.Wait()
+		done := make(chan int, 1)
+		go func() { done <- f.k.Shutdown() }()
 
-		// During the drain: a new call is refused, recorded, and runs nothing.
-		r := call(t, tr, "x.echo", `{}`)
-		refusal(t, r, kernel.StatusFailed, kernel.CodeCancelledByShutdown)
-		if e := f.aud.Last(); e.Tool != "x.echo" || e.Decision != audit.Failed || e.Code != string(kernel.CodeCancelledByShutdown) {
-			t.Errorf("refusal during the drain recorded as %+v", e)
-		}
-
-		// A call that finishes within the deadline is not cancelled.
-		time.Sleep(3 * time.Second)
-		close(release)
-		if got := <-results; got.tool != "x.quick" || got.r.IsError {
-			t.Errorf("the call finishing within the drain: %s %s", got.tool, mustJSON(got.r))
-		}
-
-		// At the deadline the others are cancelled; the cooperative ones record their
-		// outcome at once.
+		// The cooperative calls are cancelled at once and answer the shutdown.
 		got := map[string]*mcpserver.CallResult{}
 		for range 3 {
 			r := <-results
 			got[r.tool] = r.r
 		}
-		if d := time.Since(begin); d != drain {
-			t.Errorf("calls cancelled after %s, want the drain deadline %s", d, drain)
+		if d := time.Since(begin); d != 0 {
+			t.Errorf("calls cancelled after %s, want at once", d)
 		}
 		for _, name := range []string{"x.slow", "x.timeout", "x.cause"} {
 			if c := resultCode(got[name]); c != string(kernel.CodeCancelledByShutdown) {
@@ -157,39 +133,40 @@ func TestDrain(t *testing.T) {
 		}
 		causeMu.Unlock()
 
-		// The stubborn tool: after ShutdownGrace, Drain writes its outcome and returns.
-		if n := <-drained; n != 4 {
-			t.Errorf("Drain cancelled %d calls, want 4", n)
+		// While Shutdown waits for the stubborn tool, a new call is refused, recorded,
+		// and runs nothing.
+		synctest.Wait()
+		refusal(t, call(t, tr, "x.echo", `{}`), kernel.StatusFailed, kernel.CodeCancelledByShutdown)
+		if e := f.aud.Last(); e.Tool != "x.echo" || e.Decision != audit.Failed || e.Code != string(kernel.CodeCancelledByShutdown) {
+			t.Errorf("refusal during the shutdown recorded as %+v", e)
 		}
-		if d := time.Since(begin); d != drain+kernel.ShutdownGrace {
-			t.Errorf("Drain returned after %s, want %s", d, drain+kernel.ShutdownGrace)
+
+		// After ShutdownGrace, Shutdown writes the stubborn call's outcome and returns.
+		if n := <-done; n != 4 {
+			t.Errorf("Shutdown cancelled %d calls, want 4", n)
+		}
+		if d := time.Since(begin); d != kernel.ShutdownGrace {
+			t.Errorf("Shutdown returned after %s, want %s", d, kernel.ShutdownGrace)
 		}
 		byTool := map[string]string{}
 		for _, e := range f.aud.Events() {
 			byTool[e.Tool] = e.CallID
 		}
 		oc := outcomes(f.aud)
-		want := map[string][]string{
-			"x.quick":    {"allowed"},
-			"x.slow":     {"allowed", "failed:cancelled_by_shutdown"},
-			"x.timeout":  {"allowed", "failed:cancelled_by_shutdown"},
-			"x.cause":    {"allowed", "failed:cancelled_by_shutdown"},
-			"x.stubborn": {"allowed", "failed:cancelled_by_shutdown"},
-		}
-		for tool, w := range want {
-			if g := oc[byTool[tool]]; len(g) != len(w) || g[0] != w[0] || g[len(g)-1] != w[len(w)-1] {
-				t.Errorf("%s: events %v, want %v", tool, g, w)
+		for _, tool := range []string{"x.slow", "x.timeout", "x.cause", "x.stubborn"} {
+			if g := oc[byTool[tool]]; len(g) != 2 || g[0] != "allowed" || g[1] != "failed:cancelled_by_shutdown" {
+				t.Errorf("%s: events %v, want allowed then failed:cancelled_by_shutdown", tool, g)
 			}
 		}
 
-		// After Drain: refused, not recorded, not run.
+		// After Shutdown: refused, not recorded, not run.
 		n := f.aud.Len()
 		refusal(t, call(t, tr, "x.echo", `{}`), kernel.StatusFailed, kernel.CodeCancelledByShutdown)
 		if f.aud.Len() != n {
-			t.Errorf("a call after Drain was recorded")
+			t.Errorf("a call after Shutdown was recorded")
 		}
-		if f.k.Drain(context.Background()) != 0 {
-			t.Errorf("a second Drain cancelled something")
+		if f.k.Shutdown() != 0 {
+			t.Errorf("a second Shutdown cancelled something")
 		}
 
 		// The stubborn tool returns at last: its caller hears the shutdown, and no
@@ -217,9 +194,9 @@ func (s *slowEscalations) RecordEscalation(ctx context.Context, e kernel.Escalat
 	return s.Escalations.RecordEscalation(ctx, e)
 }
 
-// Drain waits for an escalation being stored (its audit event is written, the store
+// Shutdown waits for an escalation being stored (its audit event is written, the store
 // row not yet): the store must not close between the two.
-func TestDrainWaitsForAnEscalation(t *testing.T) {
+func TestShutdownWaitsForAnEscalation(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		aud := &kerneltest.Audit{}
 		esc := &slowEscalations{entered: make(chan struct{}), release: make(chan struct{})}
@@ -235,17 +212,21 @@ func TestDrainWaitsForAnEscalation(t *testing.T) {
 			t.Fatal(err)
 		}
 		done := make(chan *mcpserver.CallResult, 1)
-		go func() { done <- call(t, tr, kernel.EscalateID, `{"reason":"need a person"}`) }()
+		go func() {
+			r, _ := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
+			done <- r
+		}()
 		<-esc.entered
 		drained := make(chan struct{})
 		go func() {
-			k.Drain(context.Background())
+			k.Shutdown()
 			close(drained)
 		}()
-		time.Sleep(time.Hour) // far past any grace: Drain is still waiting
+		// Far past the grace a running tool gets: Shutdown is still waiting.
+		time.Sleep(kernel.ShutdownGrace + kernel.ShutdownAppendWait - time.Second)
 		select {
 		case <-drained:
-			t.Fatal("Drain returned while an escalation was being stored")
+			t.Fatal("Shutdown returned while an escalation was being stored")
 		default:
 		}
 		close(esc.release)
@@ -253,6 +234,34 @@ func TestDrainWaitsForAnEscalation(t *testing.T) {
 		if r := <-done; r.IsError || len(esc.List()) != 1 {
 			t.Errorf("escalation %s, stored %d", mustJSON(r), len(esc.List()))
 		}
+	})
+}
+
+// A log write that never ends does not hang Shutdown for ever: it gives up after
+// ShutdownGrace + ShutdownAppendWait.
+func TestShutdownBoundedByAStuckLog(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		aud := &kerneltest.Audit{}
+		esc := &slowEscalations{entered: make(chan struct{}), release: make(chan struct{})}
+		k, err := kernel.New(kernel.Options{Audit: aud, Escalations: esc})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "p", Tool: kernel.EscalateID, Action: "*", Effect: policy.Allow}}); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		go tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
+		<-esc.entered
+		begin := time.Now()
+		k.Shutdown()
+		if d := time.Since(begin); d != kernel.ShutdownGrace+kernel.ShutdownAppendWait {
+			t.Errorf("Shutdown gave up after %s, want %s", d, kernel.ShutdownGrace+kernel.ShutdownAppendWait)
+		}
+		close(esc.release)
 	})
 }
 

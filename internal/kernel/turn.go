@@ -102,9 +102,8 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if t.alias != nil {
 		c.ev.Alias = t.alias(req.Name)
 	}
-	// Every call is in the kernel's in-flight set until it returns, so that a shutdown
-	// (Drain) can wait for it, cancel it, and see its outcome written before the audit
-	// log closes.
+	// Every call is in the kernel's in-flight set until it returns, so that Shutdown
+	// can cancel it and see its outcome written before the audit log closes.
 	ctx, c.cancel = context.WithCancelCause(ctx)
 	defer c.cancel(nil)
 	switch t.k.calls.enter(c) {
@@ -219,7 +218,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
 	}
 	if !c.phase.CompareAndSwap(phaseRunning, phaseRecorded) {
-		// Drain recorded this call's outcome already: the tool outlived the grace
+		// Shutdown recorded this call's outcome already: the tool outlived the grace
 		// period after it was cancelled.
 		return errorResult(Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished").WithRetryable(true)), nil
 	}
@@ -294,7 +293,7 @@ type callState struct {
 	e     *entry
 	start time.Time
 	ev    audit.Event
-	// cancel cancels the call's context; Drain gives ErrShutdown as the cause.
+	// cancel cancels the call's context; Shutdown gives ErrShutdown as the cause.
 	cancel context.CancelCauseFunc
 	// phase is phaseDeciding, phaseRunning or phaseRecorded (drain.go); whoever moves
 	// it from running to recorded writes the outcome.
