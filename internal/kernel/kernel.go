@@ -69,7 +69,7 @@ type Kernel struct {
 	policy     atomic.Pointer[policy.Set]
 	namespaces atomic.Pointer[map[string]bool]
 
-	// calls are the calls in flight, for Shutdown (drain.go).
+	// calls are the calls in flight, for Shutdown (shutdown.go).
 	calls inflight
 }
 

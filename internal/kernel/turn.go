@@ -295,7 +295,7 @@ type callState struct {
 	ev    audit.Event
 	// cancel cancels the call's context; Shutdown gives ErrShutdown as the cause.
 	cancel context.CancelCauseFunc
-	// phase is phaseDeciding, phaseRunning or phaseRecorded (drain.go); whoever moves
+	// phase is phaseDeciding, phaseRunning or phaseRecorded (shutdown.go); whoever moves
 	// it from running to recorded writes the outcome.
 	phase atomic.Int32
 }
