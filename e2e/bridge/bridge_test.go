@@ -33,7 +33,7 @@ type bridgeProc struct {
 func startBridge(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
 	bin := testenv.Binary(t)
-	cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", t.TempDir()}, args...)...)
+	cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", testenv.PrivateDir(t)}, args...)...)
 	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()
@@ -245,7 +245,7 @@ func checkServerIdentity(t *testing.T, ir *mcp.InitializeResult) {
 
 // TestGoSDKOverStdio: the Go SDK's CommandTransport spawns `toolgate bridge --stdio`.
 func TestGoSDKOverStdio(t *testing.T) {
-	cmd := exec.Command(testenv.Binary(t), "bridge", "--stdio", "--data-dir", t.TempDir())
+	cmd := exec.Command(testenv.Binary(t), "bridge", "--stdio", "--data-dir", testenv.PrivateDir(t))
 	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).
@@ -282,7 +282,7 @@ func TestBridgeRefusals(t *testing.T) {
 		{[]string{"--ttl", "0s"}, "--ttl"},
 	}
 	for _, tt := range tests {
-		cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", t.TempDir()}, tt.args...)...)
+		cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", testenv.PrivateDir(t)}, tt.args...)...)
 		var stdout, stderr bytes.Buffer
 		cmd.Stdout, cmd.Stderr = &stdout, &stderr
 		err := cmd.Run()

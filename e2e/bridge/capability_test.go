@@ -20,7 +20,7 @@ import (
 // "toolgate.escalate:read" keeps it listed but refuses its (execute) call
 // outside_capability, so the turn never escalates. The audit trail says why.
 func TestBridgeCapabilityNarrows(t *testing.T) {
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	connect := func(p *bridgeProc) *mcp.ClientSession {
 		t.Helper()
 		tr := &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}

@@ -16,7 +16,7 @@ import (
 // bridge serves its turn, stops that turn at its very next call; the catalogue the
 // harness was shown stays as it was.
 func TestRevocationStopsARunningBridge(t *testing.T) {
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	tg := func(args ...string) string {
 		t.Helper()
 		out, err := exec.Command(testenv.Binary(t), append(args, "--data-dir", data)...).CombinedOutput()

@@ -19,7 +19,7 @@ import (
 // the same data directory (where it would have the principal's whole grants).
 // Before, both accepted it: the capability narrowing could be stepped around.
 func TestBridgeTokenScope(t *testing.T) {
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	narrow := startBridge(t, "--data-dir", data, "--capability", "local.*")
 	wide := startBridge(t, "--data-dir", data)
 

@@ -72,7 +72,7 @@ func insecureAncestor(p string) string {
 
 func newWorld(t *testing.T) *world {
 	t.Helper()
-	w := &world{t: t, bin: testenv.Binary(t), data: t.TempDir(), ws: t.TempDir(), home: secureDir(t)}
+	w := &world{t: t, bin: testenv.Binary(t), data: testenv.PrivateDir(t), ws: t.TempDir(), home: secureDir(t)}
 	if err := os.WriteFile(filepath.Join(w.ws, "hello.txt"), []byte("hello from the workspace\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

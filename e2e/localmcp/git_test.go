@@ -64,5 +64,29 @@ func TestGitTools(t *testing.T) {
 			t.Errorf("git_%s %v = %+v; want a refusal", c.tool, c.args, r)
 		}
 	}
+	// Branch names git would create but that read as something else ("@" is HEAD in
+	// every later revision), and revision syntax beyond a commit: refused invalid_ref,
+	// nothing created.
+	for _, c := range []struct {
+		tool string
+		args map[string]any
+	}{
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "@"}},
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "refs/heads/x"}},
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "x\u202egpj.exe"}},
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "a..b"}},
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "x.lock"}},
+		{"checkout", map[string]any{"ref": "HEAD", "create_branch": "@{-1}"}},
+		{"log", map[string]any{"revision": ":/first"}},
+		{"show", map[string]any{"revision": "HEAD^{tree}"}},
+		{"diff", map[string]any{"target": "main..feature"}},
+	} {
+		if r := s.call(g(c.tool), c.args); !r.isError || r.code != "invalid_ref" {
+			t.Errorf("git_%s %v = %+v; want invalid_ref", c.tool, c.args, r)
+		}
+	}
+	if br := s.ok(g("branch"), map[string]any{}); len(strings.Split(strings.TrimSpace(br), "\n")) != 2 || strings.Contains(br, "@") || strings.Contains(br, "refs/") {
+		t.Errorf("branches after the refusals:\n%s", br)
+	}
 	w.unchanged(t)
 }

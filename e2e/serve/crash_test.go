@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -14,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 )
 
 // kill -9 of the daemon while it is writing files must never leave a file written
@@ -70,15 +69,7 @@ func TestKill9NeverLosesAnExecutedCall(t *testing.T) {
 		<-d.done
 	}
 
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Trail(t, data)
 	if err := audit.Verify(evs); err != nil {
 		t.Errorf("the chain does not verify after kill -9: %v", err)
 	}

@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,7 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
 )
 
 // Concurrent calls from several principals through the real daemon never cross: each
@@ -83,15 +82,7 @@ func TestConcurrentPrincipalsThroughTheDaemon(t *testing.T) {
 	close(jobs)
 	wg.Wait()
 
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Trail(t, data)
 	got := map[string]map[audit.Decision]int{}
 	for _, e := range evs {
 		if got[e.Principal] == nil {

@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
@@ -99,6 +100,7 @@ func DefaultGrants() []policy.Grant {
 type App struct {
 	opts     Options
 	log      *slog.Logger
+	dir      string // the data directory, resolved (datadir.Prepare)
 	st       *store.Store
 	k        *kernel.Kernel
 	tokenKey []byte
@@ -125,10 +127,13 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
 	st, err := store.Open(ctx, opts.DataDir)
+	if errors.Is(err, datadir.ErrUnsafe) {
+		return nil, err // it names the file and the fix already
+	}
 	if err != nil {
 		return nil, fmt.Errorf("opening the store in %s: %w", opts.DataDir, err)
 	}
-	a := &App{opts: opts, log: log, st: st}
+	a := &App{opts: opts, log: log, st: st, dir: filepath.Dir(st.Path())}
 	if err := a.init(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -370,30 +375,37 @@ func (a *App) BridgeAuthorizer(principal, sessionID string) func(token string, p
 }
 
 // OwnerTokenFile is the owner token's file name inside the data directory.
-const OwnerTokenFile = "owner-token"
+const OwnerTokenFile = datadir.OwnerTokenFile
 
-// OwnerToken returns the data directory's owner token, creating it (0600) on first use.
-// created reports whether this call created it.
+// OwnerToken returns the data directory's owner token, creating it (0600, whatever the
+// umask) on first use. created reports whether this call created it. A token file that
+// group or others could read, that belongs to another user or that is a symbolic link
+// is refused (datadir.ErrUnsafe), never used: it may have been read already.
 func (a *App) OwnerToken() (tok string, created bool, err error) {
-	p := filepath.Join(a.opts.DataDir, OwnerTokenFile)
-	if b, err := os.ReadFile(p); err == nil {
+	p := filepath.Join(a.dir, OwnerTokenFile)
+	if f, _, err := datadir.OpenFile("owner token", p, os.O_RDONLY); err == nil {
+		b, err := io.ReadAll(io.LimitReader(f, 4096))
+		f.Close()
+		if err != nil {
+			return "", false, fmt.Errorf("reading the owner token: %w", err)
+		}
 		tok = strings.TrimSpace(string(b))
 		if len(tok) < 32 {
 			return "", false, fmt.Errorf("owner token %s is too short; delete it to make a new one", p)
 		}
 		return tok, false, nil
 	} else if !errors.Is(err, os.ErrNotExist) {
-		return "", false, fmt.Errorf("reading the owner token: %w", err)
+		return "", false, err
 	}
 	var b [32]byte
 	_, _ = rand.Read(b[:])
 	tok = "tgo_" + base64.RawURLEncoding.EncodeToString(b[:])
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, _, err := datadir.OpenFile("owner token", p, os.O_WRONLY|os.O_CREATE|os.O_EXCL)
 	if errors.Is(err, os.ErrExist) {
 		return a.OwnerToken() // another process won the race
 	}
 	if err != nil {
-		return "", false, fmt.Errorf("creating the owner token: %w", err)
+		return "", false, err
 	}
 	if _, err := f.WriteString(tok + "\n"); err != nil {
 		f.Close()
@@ -430,8 +442,24 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 	}
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.st.Close() }
+// Shutdown cancels the tool calls still in flight and returns once each one's outcome
+// event (failed cancelled_by_shutdown) is written, so that every executed call is
+// recorded before the store closes (kernel.Kernel.Shutdown); later calls are refused.
+// It returns how many calls it cancelled. A command calls it once its surfaces have
+// stopped taking work and their drain deadline has passed, before closing them.
+func (a *App) Shutdown() int {
+	if a.k == nil {
+		return 0
+	}
+	return a.k.Shutdown()
+}
+
+// Close shuts the kernel down (Shutdown) and closes the store last, so a command that
+// did not call Shutdown still loses no outcome.
+func (a *App) Close() error {
+	a.Shutdown()
+	return a.st.Close()
+}
 
 // Instructions is what every MCP surface tells a harness's model in initialize and
 // server/discover: how to read toolgate's answers, so that a permission decision is not

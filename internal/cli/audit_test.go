@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // seedAudit appends events through the store, as the kernel would.
@@ -37,7 +38,7 @@ func ev(principal, tool string, d audit.Decision, at time.Time) *audit.Event {
 }
 
 func standardAudit(t *testing.T) string {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	now := time.Now()
 	seedAudit(t, dir,
 		ev("alice", "files.read", audit.Allowed, now.Add(-48*time.Hour)),
@@ -121,7 +122,7 @@ func TestAuditList(t *testing.T) {
 
 func TestAuditListPaging(t *testing.T) {
 	// More events than one page, so listing and verifying cross page boundaries.
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	var evs []*audit.Event
 	for i := range 1100 {
 		evs = append(evs, &audit.Event{Principal: fmt.Sprintf("p%d", i%3), Tool: "files.read", Decision: audit.Allowed})
@@ -162,7 +163,7 @@ func TestAuditVerify(t *testing.T) {
 	if r.code != 0 || !strings.HasPrefix(r.out, "audit chain ok: 4 events, head seq 4 hash ") {
 		t.Fatalf("intact verify: %d %q %q", r.code, r.out, r.errOut)
 	}
-	if r := runStoreCLI(t, t.TempDir(), "audit", "--verify"); r.code != 0 || !strings.Contains(r.out, "no events") {
+	if r := runStoreCLI(t, testenv.PrivateDir(t), "audit", "--verify"); r.code != 0 || !strings.Contains(r.out, "no events") {
 		t.Errorf("empty verify: %d %q", r.code, r.out)
 	}
 
@@ -209,7 +210,7 @@ func TestAuditVerifyAnchor(t *testing.T) {
 		t.Errorf("truncation: %d %q", r.code, r.errOut)
 	}
 	// A whole chain rebuilt from scratch verifies on its own but not against the anchor.
-	other := t.TempDir()
+	other := testenv.PrivateDir(t)
 	seedAudit(t, other, ev("a", "b.c", audit.Allowed, time.Time{}), ev("a", "b.c", audit.Allowed, time.Time{}),
 		ev("a", "b.c", audit.Allowed, time.Time{}), ev("a", "b.c", audit.Allowed, time.Time{}))
 	r = runStoreCLI(t, other, "audit", "--verify", "--anchor", anchor)
@@ -246,7 +247,7 @@ func TestAuditRefuses(t *testing.T) {
 }
 
 func TestAuditTableEscapes(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	seedAudit(t, dir, &audit.Event{Principal: "evil\x1b[2J\nseq 99", Tool: "x.y\x00z", Decision: audit.Denied})
 	r := runStoreCLI(t, dir, "audit")
 	if strings.ContainsAny(r.out, "\x1b\x00") || strings.Count(r.out, "\n") != 2 {

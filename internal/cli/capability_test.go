@@ -13,11 +13,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/cli"
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/localtools"
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/store/storetest"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // fakeHarnessOut names the file the fake harness writes what it saw to; when it is
@@ -129,7 +129,7 @@ func TestRunCapabilityNarrows(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(ws, "hello.txt"), []byte("hi there\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	out := filepath.Join(t.TempDir(), "seen.json")
 	h, err := harness.Lookup("opencode")
 	if err != nil {
@@ -195,15 +195,7 @@ func TestRunCapabilityNarrows(t *testing.T) {
 		t.Errorf("no audit summary:\n%s", stderr.String())
 	}
 
-	st, err := store.Open(context.Background(), data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	evs, err := st.ListAudit(context.Background(), audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	evs := storetest.Trail(t, data)
 	codes := map[string]string{}
 	for _, e := range evs {
 		codes[e.Tool] = e.Code
@@ -265,7 +257,7 @@ func TestMCPCapabilityNarrows(t *testing.T) {
 	var stderr bytes.Buffer
 	done := make(chan int, 1)
 	go func() {
-		code := cli.Run(context.Background(), []string{"--data-dir", t.TempDir(), "mcp", "--workspace", ws,
+		code := cli.Run(context.Background(), []string{"--data-dir", testenv.PrivateDir(t), "mcp", "--workspace", ws,
 			"--capability", "local.read_file", "--capability", "local.write_file:read"},
 			cli.Stdio{In: inR, Out: outW, Err: &stderr})
 		outW.Close()

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/localtools"
 )
@@ -264,7 +265,9 @@ endpoint) and carries a freshly minted execution token.`,
 				fmt.Fprintf(env.Err, "toolgate: it carries an execution token for %s valid for %s; keep the file private\n", f.principal, f.ttl)
 			}
 			if !noCheck {
-				if a, err := la.open(); err != nil {
+				if a, err := la.open(); errors.Is(err, datadir.ErrUnsafe) {
+					return err // a data directory that leaks is refused, not skipped
+				} else if err != nil {
 					fmt.Fprintf(env.Err, "toolgate: catalogue check skipped: %v\n", err)
 				} else if ids, err := catalogueIDs(cmd.Context(), a, f.principal); err != nil {
 					fmt.Fprintf(env.Err, "toolgate: catalogue check skipped: %v\n", err)

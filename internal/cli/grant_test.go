@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func TestGrantAddLsRm(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	r := runStoreCLI(t, dir, "grant", "add", "--principal", "alice", "--tool", "files.read", "--action", "read",
 		"--resource", "path:docs/", "--note", "docs only")
 	if r.code != 0 || r.errOut != "" {
@@ -64,7 +66,7 @@ func TestGrantAddLsRm(t *testing.T) {
 }
 
 func TestGrantAddRefuses(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	cases := map[string]struct {
 		args []string
 		want string
@@ -99,7 +101,7 @@ func TestGrantAddRefuses(t *testing.T) {
 }
 
 func TestGrantTableEscapesHostileText(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	// Notes may hold newlines and tabs (refused: other control characters); a table
 	// row must still stay one line, and bidi overrides must not reorder it.
 	note := "line1\nline2\tcol \u202e reversed"
@@ -121,7 +123,7 @@ func TestGrantTableEscapesHostileText(t *testing.T) {
 }
 
 func TestGrantHelp(t *testing.T) {
-	r := runStoreCLI(t, t.TempDir(), "grant", "add", "--help")
+	r := runStoreCLI(t, testenv.PrivateDir(t), "grant", "add", "--help")
 	for _, want := range []string{"--principal", "--tool", "--action", "--resource", "--deny", "explicit deny"} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("grant add --help lacks %q", want)

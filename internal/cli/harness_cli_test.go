@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/cli"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func runCLI(t *testing.T, args ...string) (code int, out, errOut string) {
 	t.Helper()
 	var o, e bytes.Buffer
-	code = cli.Run(context.Background(), append([]string{"--data-dir", t.TempDir()}, args...),
+	code = cli.Run(context.Background(), append([]string{"--data-dir", testenv.PrivateDir(t)}, args...),
 		cli.Stdio{In: strings.NewReader(""), Out: &o, Err: &e})
 	return code, o.String(), e.String()
 }

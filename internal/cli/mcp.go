@@ -1,13 +1,17 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +37,7 @@ type mcpFlags struct {
 	harness       string // shorten names this harness would reject (see docs/harnesses.md)
 	serverName    string // the server's key in the harness file, for --harness
 	capabilities  []string
+	drain         time.Duration
 }
 
 func newMCPCmd(env *Env) *cobra.Command {
@@ -50,6 +55,10 @@ folder under the OS temp directory (toolgate/workspace/…) and prints its path 
 if that fails, local tools are disabled and only the control plane is served.
 
 ` + capabilityHelp + `
+When the client closes stdin, calls in flight may finish for up to --drain; SIGTERM or
+Ctrl-C cancels them at once. Either way each cut call is recorded in the audit trail
+(failed, cancelled_by_shutdown) before toolgate exits.
+
 Stdout carries the protocol only; all diagnostics go to stderr.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -74,6 +83,7 @@ Stdout carries the protocol only; all diagnostics go to stderr.`,
 	fl.BoolVar(&f.allowInternet, "allow-internet", false, "let bash and declarative tools reach the network")
 	fl.StringVar(&f.harness, "harness", "", "publish stable short forms of names this harness would reject (written by toolgate config/connect)")
 	fl.StringVar(&f.serverName, "server-name", "toolgate", "with --harness: the server's name in the harness file")
+	fl.DurationVar(&f.drain, "drain", 10*time.Second, "after the client closes stdin, how long calls in flight may take to finish before they are cancelled (each still gets its audit outcome)")
 	addCapabilityFlag(fl, &f.capabilities)
 	return cmd
 }
@@ -153,15 +163,63 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		return err
 	}
 	defer turn.Close()
-	err = mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{
-		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
-		Instructions: app.Instructions,
-		Logger:       log,
-	})
-	if err != nil && ctx.Err() == nil {
+	// The stdio server runs on a context of its own, so that ending it never cancels
+	// a call before the kernel has: shutdown goes through a.Shutdown, which records
+	// each cut call as cancelled_by_shutdown, and only then is the server stopped.
+	serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopServe()
+	in := &eofSignal{r: env.In, ended: make(chan struct{})}
+	served := make(chan error, 1)
+	go func() {
+		served <- mcpserver.ServeStdio(serveCtx, in, env.Out, turn, mcpserver.StdioOptions{
+			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+			Instructions: app.Instructions,
+			Logger:       log,
+		})
+	}()
+	select {
+	case err = <-served:
+	case <-in.ended:
+		// The client closed our input: what it sent is still answered, calls in flight
+		// may finish for up to --drain (or until a signal), then are cancelled.
+		drain := time.NewTimer(f.drain)
+		defer drain.Stop()
+		select {
+		case err = <-served:
+		case <-drain.C:
+			a.Shutdown()
+			err = <-served
+		case <-ctx.Done():
+			a.Shutdown()
+			err = <-served
+		}
+	case <-ctx.Done():
+		// A signal: the client wants us gone (MCP's stdio shutdown sends SIGTERM after
+		// closing the input): cancel now, record, answer, exit.
+		a.Shutdown()
+		stopServe()
+		err = <-served
+	}
+	if err != nil && serveCtx.Err() == nil {
 		return fmt.Errorf("serving MCP over stdio: %w", err)
 	}
 	return nil
+}
+
+// eofSignal passes reads through and closes ended once the reader reports an error
+// (end of input or a failure): the moment the client can send nothing more.
+type eofSignal struct {
+	r     io.Reader
+	once  sync.Once
+	ended chan struct{}
+}
+
+func (e *eofSignal) Read(p []byte) (int, error) {
+	n, err := e.r.Read(p)
+	if err != nil {
+		e.once.Do(func() { close(e.ended) })
+	}
+	return n, err
 }
 
 // freshSandbox creates a new private folder under <tmp>/toolgate/workspace. The shared

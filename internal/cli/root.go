@@ -9,8 +9,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"sort"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -30,6 +32,20 @@ type Env struct {
 	Stdio
 	// dataDir is the --data-dir flag value; use DataDir to resolve it.
 	dataDir string
+	// hurry ends when a second interrupt arrives (Main): a command draining after the
+	// first one (the command's context) stops waiting. Nil never ends.
+	hurry context.Context
+}
+
+// Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a
+// command to stop (its context ends, and in-flight calls may finish up to the drain
+// deadline); the second cuts that wait short. Calls are cancelled then, never dropped:
+// each still gets its outcome event.
+func (e *Env) Hurry() context.Context {
+	if e.hurry == nil {
+		return context.Background()
+	}
+	return e.hurry
 }
 
 // DataDir resolves --data-dir, then $TOOLGATE_HOME, then the user's data directory plus
@@ -104,13 +120,52 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 	return root
 }
 
+// Main runs one command line as the toolgate process and returns its exit code. The
+// first SIGINT, SIGTERM or SIGHUP cancels the command's context (its cause names the
+// signal); a second one ends Env.Hurry. SIGHUP is caught too because its default
+// action ends the process on the spot, with calls running and their outcomes unwritten
+// (a closed terminal sends it); under nohup, which ignores it, it stays ignored.
+func Main(args []string, stdio Stdio) int {
+	sigs := make(chan os.Signal, 2)
+	stopSignals := []os.Signal{os.Interrupt, syscall.SIGTERM}
+	if !signal.Ignored(syscall.SIGHUP) {
+		stopSignals = append(stopSignals, syscall.SIGHUP)
+	}
+	signal.Notify(sigs, stopSignals...)
+	defer signal.Stop(sigs)
+	ctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	hurry, hurryNow := context.WithCancel(context.Background())
+	defer hurryNow()
+	go func() {
+		for i := 0; ; i++ {
+			select {
+			case s := <-sigs:
+				if i == 0 {
+					stop(fmt.Errorf("%v received", s))
+				} else {
+					hurryNow()
+					return
+				}
+			case <-hurry.Done():
+				return
+			}
+		}
+	}()
+	return run(ctx, hurry, args, stdio)
+}
+
 // Run executes one command line and returns the process exit code. Errors go to stderr.
 func Run(ctx context.Context, args []string, stdio Stdio) int {
+	return run(ctx, nil, args, stdio)
+}
+
+func run(ctx, hurry context.Context, args []string, stdio Stdio) int {
 	if err := sandbox.StopInheritingDescriptors(); err != nil {
 		fmt.Fprintf(stdio.Err, "toolgate: %v\n", err)
 		return 1
 	}
-	env := &Env{Stdio: stdio}
+	env := &Env{Stdio: stdio, hurry: hurry}
 	root := NewRoot(env)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)

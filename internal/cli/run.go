@@ -227,10 +227,13 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	}
 	code, runErr := runChild(ctx, env, launch)
 
-	// The turn is over: close the bridge (its session id answers 404 from now on).
+	// The turn is over: calls the harness left running are cancelled and recorded
+	// (cancelled_by_shutdown) by the kernel before the bridge goes, then the bridge
+	// closes (its session id answers 404 from now on).
 	var outcome app.Outcome
 	turnID := ""
 	if bridge != nil {
+		a.Shutdown()
 		outcome, turnID = turn.Outcome(), turn.ID()
 		_ = bridge.Close()
 		if runBridgeHook != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestRunEndsTheBridgeSession runs a stand-in harness under toolgate run and checks
@@ -30,7 +31,7 @@ func TestRunEndsTheBridgeSession(t *testing.T) {
 	t.Cleanup(func() { runBridgeHook = nil })
 
 	var out, errOut bytes.Buffer
-	code := Run(context.Background(), []string{"--data-dir", t.TempDir(), "run", "--harness", "claude-code", "--", script},
+	code := Run(context.Background(), []string{"--data-dir", testenv.PrivateDir(t), "run", "--harness", "claude-code", "--", script},
 		Stdio{In: strings.NewReader(""), Out: &out, Err: &errOut})
 	if code != 3 {
 		t.Fatalf("exit %d, want the harness's 3\n%s", code, errOut.String())

@@ -32,6 +32,11 @@ type serveFlags struct {
 	drain      time.Duration
 }
 
+// answerGrace is how long, once the drain deadline passed and the kernel cancelled the
+// calls still running, their answers may take to reach their clients before the
+// connections are closed.
+const answerGrace = 5 * time.Second
+
 // DefaultListen is where `toolgate serve` listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7077"
 
@@ -52,7 +57,9 @@ owner-token in the data directory, created on first start; it speaks for the pri
 It listens on loopback by default. A non-loopback --listen is accepted only because
 authentication is always enforced; name the host clients use with --allow-host (the
 Host/Origin check refuses everything else). SIGTERM or Ctrl-C stops accepting, lets
-in-flight calls finish (up to --drain), then exits.`,
+in-flight calls finish (up to --drain), then cancels those still running, records each
+one's outcome in the audit trail (failed, cancelled_by_shutdown) and exits; a second
+signal cancels them at once.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runServe(cmd.Context(), env, f) },
 	}
@@ -60,7 +67,7 @@ in-flight calls finish (up to --drain), then exits.`,
 	fl.StringVar(&f.listen, "listen", DefaultListen, "address to listen on (host:port; port 0 picks a free one)")
 	fl.StringVar(&f.workspace, "workspace", "", "serve the local file tools confined to this directory")
 	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin names accepted beyond loopback (for a non-loopback --listen)")
-	fl.DurationVar(&f.drain, "drain", 30*time.Second, "how long in-flight calls may take to finish after SIGTERM")
+	fl.DurationVar(&f.drain, "drain", 30*time.Second, "how long in-flight calls may take to finish after SIGTERM before they are cancelled (each still gets its audit outcome)")
 	return cmd
 }
 
@@ -173,16 +180,30 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 		return fmt.Errorf("serving: %w", err)
 	case <-ctx.Done():
 	}
-	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s)\n", f.drain)
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.drain)
+	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s; a second signal cancels them now)\n", f.drain)
+	// The listener closes at once and idle connections go; requests in flight keep
+	// theirs until they finish, the drain deadline passes or a second signal comes.
+	// Then the kernel cancels the calls still running and writes each one's outcome
+	// (cancelled_by_shutdown), their answers are still sent, and only then do the
+	// sessions and connections close. The store closes last (a.Close, deferred).
+	dctx, cancel := context.WithTimeout(env.Hurry(), f.drain)
 	defer cancel()
 	err = srv.Shutdown(dctx)
+	cancelled := a.Shutdown()
+	mcpH.Close() // ends the sessions, and with them their open event streams
+	if err != nil {
+		gctx, gcancel := context.WithTimeout(context.Background(), answerGrace)
+		defer gcancel()
+		if err := srv.Shutdown(gctx); err != nil {
+			srv.Close()
+		}
+	}
 	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
 		return fmt.Errorf("serving: %w", serr)
 	}
-	if err != nil {
-		srv.Close()
-		return fmt.Errorf("draining: %w", err)
+	if cancelled > 0 {
+		fmt.Fprintf(w, "toolgate: stopped; %d call(s) still running were cancelled and recorded as cancelled_by_shutdown\n", cancelled)
+		return nil
 	}
 	fmt.Fprintf(w, "toolgate: stopped\n")
 	return nil

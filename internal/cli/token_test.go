@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func tokenKey(t *testing.T, dir string) []byte {
@@ -26,7 +27,7 @@ func tokenKey(t *testing.T, dir string) []byte {
 }
 
 func TestTokenMint(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	r := runStoreCLI(t, dir, "token", "mint")
 	if r.code != 0 || r.errOut != "" {
 		t.Fatalf("token mint: %d %q", r.code, r.errOut)
@@ -61,14 +62,14 @@ func TestTokenMint(t *testing.T) {
 	}
 
 	// A token from another data directory is forged here.
-	otherTok := strings.TrimSpace(runStoreCLI(t, t.TempDir(), "token", "mint").out)
+	otherTok := strings.TrimSpace(runStoreCLI(t, testenv.PrivateDir(t), "token", "mint").out)
 	if _, err := exectoken.Verify(key, otherTok, time.Now()); !errors.Is(err, exectoken.ErrForged) {
 		t.Errorf("token from another data dir: %v, want ErrForged", err)
 	}
 }
 
 func TestTokenMintRefuses(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	for name, args := range map[string][]string{
 		"zero ttl":      {"--ttl", "0s"},
 		"negative ttl":  {"--ttl", "-1h"},
@@ -86,7 +87,7 @@ func TestTokenMintRefuses(t *testing.T) {
 }
 
 func TestTokenVerify(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	tok := strings.TrimSpace(runStoreCLI(t, dir, "token", "mint", "--principal", "alice").out)
 	r := runStoreCLI(t, dir, "token", "verify", tok)
 	if r.code != 0 || !strings.Contains(r.out, "principal: alice") {
@@ -99,7 +100,7 @@ func TestTokenVerify(t *testing.T) {
 	for name, bad := range map[string]string{
 		"tampered": tok[:len(tok)-2] + "AA",
 		"garbage":  "hello",
-		"foreign":  strings.TrimSpace(runStoreCLI(t, t.TempDir(), "token", "mint").out),
+		"foreign":  strings.TrimSpace(runStoreCLI(t, testenv.PrivateDir(t), "token", "mint").out),
 	} {
 		r := runStoreCLI(t, dir, "token", "verify", bad)
 		if r.code == 0 || !strings.Contains(r.errOut, "invalid execution token") {

@@ -8,9 +8,11 @@
 // terminal prompts, no pager); with -c settings that switch off every such hook that a
 // -c can switch off; and before each call the repository's own config is read and the
 // call refused (unsafe_repository_config) when it has a key that could run a program.
-// User values never reach git as options: revisions are checked (no leading '-', no
-// control characters), resolved with rev-parse --verify and passed after
-// --end-of-options, and paths are confined to the workspace and passed after --.
+// User values never reach git as options: revisions and new branch names are checked
+// in Go against git's ref-name rules (refname.go: no leading '-', no control
+// characters, none of git's revision operators beyond ^N and ~N), revisions are
+// resolved with rev-parse --verify and passed after --end-of-options, and paths are
+// confined to the workspace and passed after --.
 // git only sees the repository at the workspace root (GIT_CEILING_DIRECTORIES), so a
 // repository above the workspace is never touched.
 package gittool
@@ -350,23 +352,21 @@ func (r *runner) failure(sub string, res *gitResult) error {
 // maxRevBytes bounds a revision string.
 const maxRevBytes = 256
 
-// checkRevision refuses revision strings that could be read as options or that carry
-// control characters, before git sees them.
+// checkRevision refuses, before git sees it, a revision outside the forms CheckRevision
+// accepts (which also rules out anything git could read as an option).
 func checkRevision(what, rev string) error {
-	switch {
-	case rev == "":
-		return kernel.Failed(kernel.CodeInvalidRef, "%s is empty", what)
-	case len(rev) > maxRevBytes:
-		return kernel.Failed(kernel.CodeInvalidRef, "%s is longer than %d bytes", what, maxRevBytes)
-	case strings.HasPrefix(rev, "-"):
-		return kernel.Failed(kernel.CodeInvalidRef, "%s %q starts with '-' and could be read as an option; refused", what, rev)
-	}
-	for _, c := range rev {
-		if c < 0x20 || c == 0x7f || c == ' ' {
-			return kernel.Failed(kernel.CodeInvalidRef, "%s %q contains a space or control character", what, rev)
-		}
+	if err := CheckRevision(rev); err != nil {
+		return kernel.Failed(kernel.CodeInvalidRef, "%s %q is not a revision the git tools accept: %v", what, clipRev(rev), err)
 	}
 	return nil
+}
+
+// clipRev bounds how much of a refused value is echoed back.
+func clipRev(s string) string {
+	if len(s) <= maxRevBytes {
+		return s
+	}
+	return s[:maxRevBytes] + "…"
 }
 
 // resolveCommit checks rev and resolves it to a full commit id with rev-parse --verify.
@@ -385,17 +385,11 @@ func (r *runner) resolveCommit(ctx context.Context, what, rev string) (string, e
 	return id, nil
 }
 
-// checkBranchName validates a new branch name with git check-ref-format --branch.
-func (r *runner) checkBranchName(ctx context.Context, name string) error {
-	if err := checkRevision("branch name", name); err != nil {
-		return err
-	}
-	res, err := r.run(ctx, true, "", nil, "check-ref-format", "--branch", name)
-	if err != nil {
-		return err
-	}
-	if res.exitCode != 0 || strings.TrimSpace(string(res.stdout)) != name {
-		return kernel.Failed(kernel.CodeInvalidRef, "%q is not a valid branch name", name)
+// checkBranchName validates a new branch name with CheckBranchName: git's
+// check-ref-format rules, in process.
+func checkBranchName(name string) error {
+	if err := CheckBranchName(name); err != nil {
+		return kernel.Failed(kernel.CodeInvalidRef, "%q is not a valid branch name: %v", clipRev(name), err)
 	}
 	return nil
 }

@@ -378,7 +378,7 @@ func (r *runner) checkoutTool() *kernel.Tool {
 			}
 			var argv []string
 			if name, ok := a["create_branch"].(string); ok {
-				if err := r.checkBranchName(ctx, name); err != nil {
+				if err := checkBranchName(name); err != nil {
 					return nil, err
 				}
 				argv = []string{"switch", "--no-guess", "-c", name, "--end-of-options", id}

@@ -30,6 +30,8 @@ const (
 	CodeTurnClosed           Code = "turn_closed"            // denied: the turn is over
 	CodeOutsideCapability    Code = "outside_capability"     // denied: the turn's capabilities do not cover this tool × action
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
+	CodeCancelledByShutdown  Code = "cancelled_by_shutdown"  // failed: toolgate was shutting down: the call was cancelled, or refused before it started
+	CodeCancelled            Code = "cancelled"              // failed: the caller or its session ended the call before the tool finished
 
 	// Confined commands (bash, declarative tools).
 	CodeProtectedPathChanged Code = "protected_path_changed" // denied: the command created or replaced protected paths; they were removed

@@ -68,6 +68,9 @@ type Kernel struct {
 
 	policy     atomic.Pointer[policy.Set]
 	namespaces atomic.Pointer[map[string]bool]
+
+	// calls are the calls in flight, for Shutdown (shutdown.go).
+	calls inflight
 }
 
 // EscalateID is the canonical id of the escalation tool.

@@ -102,6 +102,23 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if t.alias != nil {
 		c.ev.Alias = t.alias(req.Name)
 	}
+	// Every call is in the kernel's in-flight set until it returns, so that Shutdown
+	// can cancel it and see its outcome written before the audit log closes.
+	ctx, c.cancel = context.WithCancelCause(ctx)
+	defer c.cancel(nil)
+	switch t.k.calls.enter(c) {
+	case drainClosed:
+		t.k.log.Warn("a call arrived after shutdown; refused unrecorded", "tool", safeName(req.Name))
+		return errorResult(shutdownRefusal()), nil
+	case drainDraining:
+		defer t.k.calls.leave(c)
+		c.ev.Tool = safeName(req.Name)
+		if e, ok := t.byName[req.Name]; ok {
+			c.ev.Tool = e.tool.ID
+		}
+		return c.refuse(ctx, shutdownRefusal())
+	}
+	defer t.k.calls.leave(c)
 	if t.closed.Load() {
 		c.ev.Tool = safeName(req.Name)
 		return c.refuse(ctx, Denied(CodeTurnClosed, "the turn is over; open a new one"))
@@ -191,8 +208,20 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if err := c.append(ctx); err != nil {
 		return c.auditUnavailable(ctx, err)
 	}
-	out, runErr := t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req),
-		ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
+	c.phase.Store(phaseRunning)
+	var out *Output
+	var runErr error
+	if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) {
+		runErr = cause // the shutdown came between the decision and the run: do not start
+	} else {
+		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req),
+			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
+	}
+	if !c.phase.CompareAndSwap(phaseRunning, phaseRecorded) {
+		// Shutdown recorded this call's outcome already: the tool outlived the grace
+		// period after it was cancelled.
+		return errorResult(Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished").WithRetryable(true)), nil
+	}
 	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != ModernVersion {
 		runErr = Failed(CodeToolFailed, "the tool needs input, which this protocol version cannot carry")
 	}
@@ -205,7 +234,18 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		// The tool's own message may quote argument values or output, so the audit
 		// log keeps only the code; the caller gets the full message.
 		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(ke.Code), "the tool failed"
-		if ke.Status == StatusDenied {
+		switch {
+		case errors.Is(context.Cause(ctx), ErrShutdown):
+			// Whatever the tool made of its cancelled context (a kill, a timeout), the
+			// shutdown is why it stopped.
+			ke = Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished: %s", ke.Message).WithRetryable(true)
+			c.ev.Code, c.ev.Message = string(CodeCancelledByShutdown), "cancelled by shutdown"
+		case errors.Is(ctx.Err(), context.Canceled):
+			// The caller's side ended the call (a disconnect, notifications/cancelled,
+			// the session or bridge closing): not a timeout, whatever the tool says.
+			ke = Failed(CodeCancelled, "cancelled before the tool finished: %s", ke.Message).WithRetryable(true)
+			c.ev.Code, c.ev.Message = string(CodeCancelled), "cancelled by the caller or its session"
+		case ke.Status == StatusDenied:
 			// The tool refused after authorization (a protected path it resolved, an
 			// unsafe repository): the outcome is a refusal, not an outage.
 			c.ev.Decision, c.ev.Message = audit.Denied, "the tool refused"
@@ -253,6 +293,11 @@ type callState struct {
 	e     *entry
 	start time.Time
 	ev    audit.Event
+	// cancel cancels the call's context; Shutdown gives ErrShutdown as the cause.
+	cancel context.CancelCauseFunc
+	// phase is phaseDeciding, phaseRunning or phaseRecorded (shutdown.go); whoever moves
+	// it from running to recorded writes the outcome.
+	phase atomic.Int32
 }
 
 func (c *callState) append(ctx context.Context) error {

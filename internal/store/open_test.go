@@ -17,8 +17,10 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 	_ "modernc.org/sqlite"
 )
 
@@ -105,19 +107,34 @@ func TestPermissions(t *testing.T) {
 	for _, f := range []string{store.DBFile, store.DBFile + "-wal", store.DBFile + "-shm"} {
 		checkMode(t, filepath.Join(dir, f), 0o600)
 	}
-	s.Close()
 
-	// A database file someone loosened is made owner-only again.
-	db := filepath.Join(dir, store.DBFile)
-	if err := os.Chmod(db, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	s, err = store.Open(context.Background(), dir)
-	if err != nil {
-		t.Fatal(err)
+	// While the store is open, every file loosened in turn: a second open (another
+	// command) refuses, names the file and the chmod, and changes nothing on disk; the
+	// store opens again once the suggested chmod ran, with its data.
+	for _, f := range []string{"", store.DBFile, store.DBFile + "-wal", store.DBFile + "-shm"} {
+		p, loose, fix := filepath.Join(dir, f), os.FileMode(0o644), "chmod 600 "
+		if f == "" {
+			p, loose, fix = dir, 0o755, "chmod 700 "
+		}
+		if err := os.Chmod(p, loose); err != nil {
+			t.Fatal(err)
+		}
+		_, err := store.Open(context.Background(), dir)
+		if !errors.Is(err, datadir.ErrUnsafe) || !strings.Contains(err.Error(), fix+p) {
+			t.Errorf("open with %s at %04o = %v; want a refusal naming %q", p, loose, err, fix+p)
+		}
+		checkMode(t, p, loose)
+		os.Chmod(p, loose&0o700)
+		s2, err := store.Open(context.Background(), dir)
+		if err != nil {
+			t.Fatalf("after the chmod: %v", err)
+		}
+		if v, ok, err := s2.Meta(context.Background(), "k"); err != nil || !ok || v != "v" {
+			t.Errorf("data after the refusal: %q %v %v", v, ok, err)
+		}
+		s2.Close()
 	}
 	s.Close()
-	checkMode(t, db, 0o600)
 }
 
 func checkMode(t *testing.T, path string, want os.FileMode) {
@@ -145,7 +162,7 @@ func TestOpenRefuses(t *testing.T) {
 		t.Error("Open(a regular file) succeeded")
 	}
 	// A database path that is a directory.
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	if err := os.Mkdir(filepath.Join(dir, store.DBFile), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -153,7 +170,7 @@ func TestOpenRefuses(t *testing.T) {
 		t.Error("Open with a directory as the database succeeded")
 	}
 	// Not a database at all.
-	junk := t.TempDir()
+	junk := testenv.PrivateDir(t)
 	if err := os.WriteFile(filepath.Join(junk, store.DBFile), []byte(strings.Repeat("not sqlite ", 500)), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +201,7 @@ const schemaVersion = 3
 
 func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	for i := range 3 {
 		s, err := store.Open(ctx, dir)
 		if err != nil {
@@ -214,7 +231,7 @@ func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 
 func TestNewerSchemaRefused(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -236,7 +253,14 @@ func TestNewerSchemaRefused(t *testing.T) {
 
 func rawDB(t *testing.T, dir string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("sqlite", filepath.Join(dir, store.DBFile))
+	// Created 0600 first, as store.Open would (SQLite alone makes it 0644).
+	path := filepath.Join(dir, store.DBFile)
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	db, err := sql.Open("sqlite", path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +271,7 @@ func rawDB(t *testing.T, dir string) *sql.DB {
 // TestConcurrentOpen opens one fresh data directory from several processes at once:
 // migrations run once and nobody fails.
 func TestConcurrentOpen(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	var cmds []*exec.Cmd
 	for i := range 4 {
 		cmd := helperCmd(t, fmt.Sprintf("append %s opener-%d 1", dir, i))
@@ -286,7 +310,7 @@ func TestKeyAcrossProcesses(t *testing.T) {
 }
 
 func keyRound(t *testing.T, round int) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	var cmds []*exec.Cmd
 	var outs, errs []*strings.Builder
 	for range 8 {
@@ -330,7 +354,7 @@ func openDir(t *testing.T, dir string) *store.Store {
 // at once; the result must be one unbroken chain holding every event.
 func TestMultiProcessChain(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -392,7 +416,7 @@ func TestMultiProcessChain(t *testing.T) {
 // event it reported as appended (it prints a seq only after AppendAudit returned) must
 // be in the log, and the chain must still verify.
 func TestKillAfterAppend(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	cmd := helperCmd(t, "stream "+dir)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -472,7 +496,7 @@ func BenchmarkAppendAuditParallel(b *testing.B) {
 // (through HashArgs), and checks that no file in the data directory contains it.
 func TestNoClearArgsOnDisk(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // policyVersion reads s's policy version or fails the test.
@@ -26,7 +27,7 @@ func policyVersion(t *testing.T, s *store.Store) int64 {
 // time, whichever pooled connection serves it.
 func TestPolicyVersionSeenAcrossStores(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	a := openDir(t, dir)
 	b := openDir(t, dir)
 	for i := range 20 {
@@ -49,7 +50,7 @@ func TestPolicyVersionSeenAcrossStores(t *testing.T) {
 
 // A grant added by another process moves the version this process reads.
 func TestPolicyVersionAcrossProcesses(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s := openDir(t, dir)
 	before := policyVersion(t, s)
 	if out, err := helperCmd(t, "grant "+dir+" child").CombinedOutput(); err != nil {
@@ -67,7 +68,7 @@ func TestPolicyVersionAcrossProcesses(t *testing.T) {
 // A hand edit of the grants or namespaces table (the sqlite3 shell, an older tool) moves
 // the version too: the counter is kept by triggers, not by the store's methods.
 func TestPolicyVersionMovesOnRawEdits(t *testing.T) {
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s := openDir(t, dir)
 	db := rawDB(t, dir)
 	for _, q := range []string{
@@ -93,7 +94,7 @@ func TestPolicyVersionMovesOnRawEdits(t *testing.T) {
 // grants are kept and the counter works from then on.
 func TestUpgradeFromSchemaVersion1(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	init, err := os.ReadFile(filepath.Join("migrations", "sqlite", "0001_init.sql"))
 	if err != nil {
 		t.Fatal(err)

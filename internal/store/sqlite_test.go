@@ -6,11 +6,12 @@ import (
 
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/store/storetest"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 func openTemp(t testing.TB) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), t.TempDir())
+	s, err := store.Open(context.Background(), testenv.PrivateDir(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

@@ -25,12 +25,14 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
+
+	"github.com/toolgate/toolgate/internal/datadir"
 	"modernc.org/sqlite" // also registers the "sqlite" database/sql driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // DBFile is the SQLite database's file name inside the data directory.
-const DBFile = "toolgate.db"
+const DBFile = datadir.DBFile
 
 // BusyTimeout is how long a writer waits for another process's write lock before
 // failing with "database is locked".
@@ -71,23 +73,28 @@ type Store struct {
 
 // Open opens the store in dataDir, creating the directory (0700) and database file
 // (0600) on first use and applying any pending migrations. The database holds keys and
-// the audit trail, so an existing database file that group or others could read is made
-// owner-only again.
+// the audit trail, so the directory and every secret file in it must be private:
+// datadir.Prepare refuses (datadir.ErrUnsafe) a directory or file that group or others
+// could open or that belongs to another user, naming the chmod or chown that fixes it.
+// Nothing is changed on disk to make a loose file private: the files may have been
+// read already, and silently tightening them would hide that.
 func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if dataDir == "" {
 		return nil, errors.New("opening store: empty data directory")
 	}
-	dir, err := filepath.Abs(dataDir)
+	dir, err := datadir.Prepare(dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("opening store: %w", err)
-	}
-	if err := ensureDir(dir); err != nil {
 		return nil, err
 	}
 	path := filepath.Join(dir, DBFile)
-	if err := ensureFile(path); err != nil {
+	// Created 0600 before SQLite opens it (SQLite would use 0644, and gives its -wal
+	// and -shm files the database file's mode); an existing one is checked through
+	// its descriptor.
+	f, _, err := datadir.OpenFile("database", path, os.O_RDWR|os.O_CREATE)
+	if err != nil {
 		return nil, err
 	}
+	f.Close()
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
@@ -105,54 +112,6 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
 	}
 	return s, nil
-}
-
-// ensureDir creates dir owner-only. A directory that already exists is used as it is:
-// it may be a user's own choice (TOOLGATE_HOME=$HOME/...), and what needs protecting is
-// the database file, which ensureFile keeps owner-only whatever the directory allows.
-func ensureDir(dir string) error {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("creating data directory: %w", err)
-	}
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return fmt.Errorf("checking data directory: %w", err)
-	}
-	if !fi.IsDir() {
-		return fmt.Errorf("data directory %s is not a directory", dir)
-	}
-	return nil
-}
-
-// ensureFile creates the database file 0600 before SQLite opens it (SQLite would use
-// 0644, and gives its -wal and -shm files the database file's mode), and tightens an
-// existing file that group or others can access.
-func ensureFile(path string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
-		return fmt.Errorf("creating database file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("checking database file: %w", err)
-	}
-	if !fi.Mode().IsRegular() {
-		return fmt.Errorf("database %s is not a regular file", path)
-	}
-	if fi.Mode().Perm()&0o077 != 0 {
-		if err := f.Chmod(0o600); err != nil {
-			return fmt.Errorf("making database %s owner-only: %w", path, err)
-		}
-	}
-	for _, side := range []string{"-wal", "-shm"} {
-		if fi, err := os.Stat(path + side); err == nil && fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(path+side, 0o600); err != nil {
-				return fmt.Errorf("making %s owner-only: %w", path+side, err)
-			}
-		}
-	}
-	return nil
 }
 
 // Path is the database file's path.

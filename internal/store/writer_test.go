@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // A batch that fails inside its transaction (here a trigger, added by another
@@ -17,7 +18,7 @@ import (
 // write lock, and later appends go through on a clean chain.
 func TestAuditWriterRecoversFromAFailedBatch(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s := openDir(t, dir)
 	ok := func(id string) {
 		t.Helper()
@@ -64,7 +65,7 @@ func TestAuditWriterRecoversFromAFailedBatch(t *testing.T) {
 // returned nil is in the database afterwards, and the chain verifies.
 func TestCloseDuringAppends(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +130,7 @@ func TestCloseDuringAppends(t *testing.T) {
 // head is read inside every batch's transaction, never cached.
 func TestAuditWriterSeesOtherWriters(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	a, b := openDir(t, dir), openDir(t, dir)
 	for i := range 20 {
 		s := a

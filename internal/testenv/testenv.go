@@ -111,3 +111,15 @@ func Binary(t testing.TB) string {
 	}
 	return buildPath
 }
+
+// PrivateDir returns a fresh t.TempDir() made 0700: a directory toolgate accepts as a
+// data directory (t.TempDir gives 0755 under the usual umask, which toolgate refuses:
+// docs/storage.md, "Permissions").
+func PrivateDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
