@@ -7,6 +7,7 @@ import (
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/keystore/keystoretest"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // BenchmarkGet opens one 40-byte secret (a token), over the map backend (the cost of
@@ -14,7 +15,7 @@ import (
 func BenchmarkGet(b *testing.B) {
 	ctx := context.Background()
 	mem, _ := keystoretest.New(b)
-	st, err := store.Open(ctx, b.TempDir())
+	st, err := store.Open(ctx, testenv.PrivateDir(b))
 	if err != nil {
 		b.Fatal(err)
 	}
