@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 	_ "modernc.org/sqlite"
 )
 
@@ -30,15 +31,26 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.StopPostgres()
+	os.Exit(code)
 }
 
-// helper runs in a child process: "append DIR NAME N" appends N events as principal
+// openDirOrURL opens a PostgreSQL store for a postgres:// argument, else the SQLite
+// store in that directory.
+func openDirOrURL(ctx context.Context, where string) (*store.Store, error) {
+	if strings.HasPrefix(where, "postgres://") {
+		return store.OpenPostgres(ctx, where)
+	}
+	return store.Open(ctx, where)
+}
+
+// helper runs in a child process (DIR may be a postgres:// URL): "append DIR NAME N" appends N events as principal
 // NAME; "grant DIR NAME" adds a grant for principal NAME; "stream DIR" appends forever, printing each seq only after AppendAudit returned.
 func helper(mode string) int {
 	f := strings.Fields(mode)
 	ctx := context.Background()
-	s, err := store.Open(ctx, f[1])
+	s, err := openDirOrURL(ctx, f[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -54,6 +54,10 @@ var ErrConflict = errors.New("conflict")
 type Store struct {
 	db   *sql.DB
 	path string
+	d    *dialect // SQLite or PostgreSQL (dialect.go)
+
+	// changes wakes subscribers when another process changed something (changes.go).
+	changes *Changes
 
 	// Audit appends are group-committed: see auditq.go.
 	auditMu    sync.Mutex
@@ -99,7 +103,7 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, auditSem: make(chan struct{}, 1)}
+	s := &Store{db: db, path: path, d: sqliteDialect, changes: newChanges(""), auditSem: make(chan struct{}, 1)}
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
@@ -155,13 +159,18 @@ func ensureFile(path string) error {
 	return nil
 }
 
-// Path is the database file's path.
+// Path is the database file's path, or for PostgreSQL the database URL with any
+// password redacted.
 func (s *Store) Path() string { return s.path }
+
+// Dialect is "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
 
 // Close closes the database. Calls after Close fail. It waits for an audit batch being
 // written to finish (appends still queued then fail), so its connection is released
 // cleanly rather than cut off mid-transaction.
 func (s *Store) Close() error {
+	s.changes.close()
 	s.auditSem <- struct{}{}
 	if s.writer != nil {
 		s.writer.close()

@@ -23,12 +23,13 @@ import (
 type auditWriter struct {
 	conn                    *sql.Conn
 	begin, commit, rollback *sql.Stmt
+	lock                    *sql.Stmt // PostgreSQL's advisory lock; nil on SQLite
 	head, insert            *sql.Stmt
 	stmtsForClose           []*sql.Stmt
+	text                    func(string) string // the dialect's auditText
 }
 
 const (
-	sqlBeginImmediate = `BEGIN IMMEDIATE`
 	sqlCommit         = `COMMIT`
 	sqlRollback       = `ROLLBACK`
 	sqlAuditHead      = `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
@@ -39,19 +40,32 @@ const (
 
 // newAuditWriter takes a connection from the pool and prepares the writer's statements
 // on it.
-func newAuditWriter(ctx context.Context, db *sql.DB) (*auditWriter, error) {
+func newAuditWriter(ctx context.Context, db *sql.DB, d *dialect) (*auditWriter, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("taking the audit writer's connection: %w", err)
 	}
-	w := &auditWriter{conn: conn}
-	for _, p := range []struct {
+	w := &auditWriter{conn: conn, text: d.auditText}
+	stmts := []struct {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&w.begin, sqlBeginImmediate}, {&w.commit, sqlCommit}, {&w.rollback, sqlRollback},
+		{&w.begin, d.beginAppend}, {&w.commit, sqlCommit}, {&w.rollback, sqlRollback},
 		{&w.head, sqlAuditHead}, {&w.insert, sqlAuditInsert},
-	} {
+	}
+	if d.lockAppend != "" {
+		// PostgreSQL has no busy timeout: bound the wait for another replica's append
+		// the same way, so a stuck replica fails calls closed instead of hanging them.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET lock_timeout = %d`, BusyTimeout.Milliseconds())); err != nil {
+			w.discard()
+			return nil, fmt.Errorf("setting the audit writer's lock timeout: %w", err)
+		}
+		stmts = append(stmts, struct {
+			dst **sql.Stmt
+			sql string
+		}{&w.lock, d.lockAppend})
+	}
+	for _, p := range stmts {
 		st, err := conn.PrepareContext(ctx, p.sql)
 		if err != nil {
 			w.discard()
@@ -104,6 +118,11 @@ func (w *auditWriter) writeBatch(ctx context.Context, batch []*pendingAppend) (e
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
+	if w.lock != nil {
+		if _, err := w.lock.ExecContext(ctx); err != nil {
+			return fmt.Errorf("taking the audit lock: %w", err)
+		}
+	}
 	var last int64
 	var prev string
 	err = w.head.QueryRowContext(ctx).Scan(&last, &prev)
@@ -115,9 +134,10 @@ func (w *auditWriter) writeBatch(ctx context.Context, batch []*pendingAppend) (e
 		ev.Seq = last + 1
 		ev.PrevHash = prev
 		ev.Hash = audit.ComputeHash(prev, ev)
-		if _, err := w.insert.ExecContext(ctx, ev.Seq, formatTime(ev.Time), ev.CallID, ev.TurnID, ev.Principal,
-			ev.Transport, ev.Tool, ev.Alias, ev.Action, ev.Resource, string(ev.Decision), ev.GrantID, ev.Code,
-			ev.Message, ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
+		t := w.text
+		if _, err := w.insert.ExecContext(ctx, ev.Seq, formatTime(ev.Time), t(ev.CallID), t(ev.TurnID), t(ev.Principal),
+			t(ev.Transport), t(ev.Tool), t(ev.Alias), t(ev.Action), t(ev.Resource), string(ev.Decision), t(ev.GrantID),
+			t(ev.Code), t(ev.Message), ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
 			return fmt.Errorf("inserting seq %d: %w", ev.Seq, err)
 		}
 		last, prev = ev.Seq, ev.Hash
