@@ -30,10 +30,10 @@ type auditWriter struct {
 }
 
 const (
-	sqlCommit         = `COMMIT`
-	sqlRollback       = `ROLLBACK`
-	sqlAuditHead      = `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
-	sqlAuditInsert    = `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
+	sqlCommit      = `COMMIT`
+	sqlRollback    = `ROLLBACK`
+	sqlAuditHead   = `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
+	sqlAuditInsert = `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
 		tool, alias, action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
 )
