@@ -2,7 +2,17 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os/exec"
+	"reflect"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
 
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/store/storetest"
@@ -27,4 +37,300 @@ func openPGAt(t testing.TB, url string) *store.Store {
 
 func TestPostgres(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openPG(t) })
+}
+
+// rawPG is a plain connection pool on url, outside the store (psql's view).
+func rawPG(t testing.TB, url string) *sql.DB {
+	t.Helper()
+	db, err := sql.Open("pgx", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// Replicas starting together on a fresh database migrate it once (under the
+// migration advisory lock) and nobody fails.
+func TestPostgresConcurrentOpen(t *testing.T) {
+	url := testenv.Postgres(t)
+	var cmds []*exec.Cmd
+	var stderrs []*strings.Builder
+	for i := range 4 {
+		cmd := helperCmd(t, fmt.Sprintf("append %s opener-%d 1", url, i))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		cmds, stderrs = append(cmds, cmd), append(stderrs, &stderr)
+	}
+	for i, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("replica %d: %v\n%s", i, err, stderrs[i])
+		}
+	}
+	s := openPGAt(t, url)
+	evs, err := s.ListAudit(context.Background(), audit.Filter{})
+	if err != nil || len(evs) != 4 {
+		t.Fatalf("%d events, %v; want 4", len(evs), err)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Error(err)
+	}
+	var n int
+	if err := rawPG(t, url).QueryRow(`SELECT COUNT(*) FROM schema_migrations`).Scan(&n); err != nil || n != schemaVersion {
+		t.Errorf("schema_migrations has %d rows (%v), want %d", n, err, schemaVersion)
+	}
+}
+
+// TestPostgresReplicasKeepOneChain appends from three replica processes and from two
+// stores (two pools, two writers) in this one at once: the result is one unbroken
+// chain holding every event, whichever replica wrote it, and every replica reads the
+// same chain and the same keys.
+func TestPostgresReplicasKeepOneChain(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	a, b := openPGAt(t, url), openPGAt(t, url)
+	const procs, perProc, goroutines, perG = 3, 60, 4, 30
+	var cmds []*exec.Cmd
+	for p := range procs {
+		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", url, p, perProc))
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("replica stderr: %s", stderr.String())
+			}
+		})
+		cmds = append(cmds, cmd)
+	}
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		s := a
+		if g%2 == 1 {
+			s = b
+		}
+		wg.Go(func() {
+			for i := range perG {
+				e := &audit.Event{CallID: fmt.Sprintf("g%d-%d", g, i), Principal: fmt.Sprintf("goroutine-%d", g), Tool: "files.read", Decision: audit.Allowed}
+				if err := s.AppendAudit(ctx, e); err != nil {
+					t.Errorf("AppendAudit: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, cmd := range cmds {
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("replica process: %v", err)
+		}
+	}
+	evs, err := a.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := procs*perProc + goroutines*perG; len(evs) != want {
+		t.Errorf("%d events, want %d", len(evs), want)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("chain broken by concurrent replicas: %v", err)
+	}
+	fromB, err := b.ListAudit(ctx, audit.Filter{})
+	if err != nil || !reflect.DeepEqual(evs, fromB) {
+		t.Errorf("the replicas read different chains (%v)", err)
+	}
+	for p := range procs {
+		got, err := a.ListAudit(ctx, audit.Filter{Principal: fmt.Sprintf("proc-%d", p)})
+		if err != nil || len(got) != perProc {
+			t.Errorf("replica %d: %d events (%v), want %d", p, len(got), err, perProc)
+		}
+	}
+	ka, err1 := a.Key(ctx, "token")
+	kb, err2 := b.Key(ctx, "token")
+	if err1 != nil || err2 != nil || string(ka) != string(kb) {
+		t.Errorf("replicas hold different token keys (%v, %v)", err1, err2)
+	}
+}
+
+// Audit strings PostgreSQL TEXT cannot hold are stored escaped, every other string as
+// it is (readable in psql), and each reads back exactly.
+func TestPostgresAuditStringsAsStored(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	s := openPGAt(t, url)
+	for _, p := range []string{"alice", "nul\x00inside", "\xff\xfe", `\x41`} {
+		if err := s.AppendAudit(ctx, &audit.Event{Principal: p, Tool: "files.read", Decision: audit.Allowed}); err != nil {
+			t.Fatalf("AppendAudit(%q): %v", p, err)
+		}
+	}
+	rows, err := rawPG(t, url).Query(`SELECT principal FROM audit_events ORDER BY seq`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var raw []string
+	for rows.Next() {
+		var p string
+		if err := rows.Scan(&p); err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, p)
+	}
+	if want := []string{"alice", `\x6e756c00696e73696465`, `\xfffe`, `\x5c783431`}; !reflect.DeepEqual(raw, want) {
+		t.Errorf("stored principals %q, want %q", raw, want)
+	}
+	for _, p := range []string{"alice", "nul\x00inside", "\xff\xfe", `\x41`} {
+		evs, err := s.ListAudit(ctx, audit.Filter{Principal: p})
+		if err != nil || len(evs) != 1 || evs[0].Principal != p {
+			t.Errorf("filter by %q: %+v, %v", p, evs, err)
+		}
+	}
+	if evs, err := s.ListAudit(ctx, audit.Filter{Principal: `\x616c696365`}); err != nil || len(evs) != 0 {
+		t.Errorf("the escaped form of alice found %d events (%v): escaping must not alias", len(evs), err)
+	}
+}
+
+// A hand edit of grants or namespaces with psql moves the version, as on SQLite.
+func TestPostgresPolicyVersionMovesOnRawEdits(t *testing.T) {
+	url := testenv.Postgres(t)
+	s := openPGAt(t, url)
+	db := rawPG(t, url)
+	for _, q := range []string{
+		`INSERT INTO grants (id, principal, tool, action, resource, effect, note, created_at)
+			VALUES ('g_raw', 'bob', 'files.read', '*', '', 'allow', '', '2026-01-01T00:00:00.000000Z')`,
+		`UPDATE grants SET effect = 'deny' WHERE id = 'g_raw'`,
+		`DELETE FROM grants WHERE id = 'g_raw'`,
+		`INSERT INTO namespaces (name, enabled) VALUES ('github', 0)`,
+		`UPDATE namespaces SET enabled = 1 WHERE name = 'github'`,
+		`DELETE FROM namespaces WHERE name = 'github'`,
+	} {
+		before := policyVersion(t, s)
+		if _, err := db.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if after := policyVersion(t, s); after <= before {
+			t.Errorf("%s: version %d -> %d, want it to grow", q, before, after)
+		}
+	}
+}
+
+func TestPostgresNewerSchemaRefused(t *testing.T) {
+	url := testenv.Postgres(t)
+	s, err := store.OpenPostgres(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if _, err := rawPG(t, url).Exec(`INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, '9999_future.sql', 'x')`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = store.OpenPostgres(context.Background(), url)
+	if !errors.Is(err, store.ErrSchemaTooNew) || !strings.Contains(err.Error(), "9999") {
+		t.Fatalf("OpenPostgres of a newer schema = %v, want ErrSchemaTooNew naming 9999", err)
+	}
+}
+
+// Bad URLs, a wrong password, an unreachable server and a database that cannot hold
+// UTF-8 are refused with an error that never repeats the password.
+func TestOpenPostgresRefuses(t *testing.T) {
+	ctx := context.Background()
+	good := testenv.Postgres(t)
+	u, err := url.Parse(good)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pw, _ := u.User.Password()
+	wrongPW := *u
+	wrongPW.User = url.UserPassword(u.User.Username(), "sekrit-wrong-password")
+	closed := *u
+	closed.Host = "127.0.0.1:1"
+	for name, raw := range map[string]string{
+		"empty":          "",
+		"sqlite path":    "/var/lib/toolgate/toolgate.db",
+		"mysql":          "mysql://u:" + pw + "@127.0.0.1/db",
+		"key=value form": "host=127.0.0.1 password=" + pw,
+		"bad escape":     "postgres://u:" + pw + "%zz@127.0.0.1/db",
+		"bad port":       "postgres://u:" + pw + "@127.0.0.1:99999/db",
+		"wrong password": wrongPW.String(),
+		"nobody there":   closed.String(),
+	} {
+		s, err := store.OpenPostgres(ctx, raw)
+		if err == nil {
+			s.Close()
+			t.Errorf("%s: OpenPostgres succeeded", name)
+			continue
+		}
+		for _, secret := range []string{pw, "sekrit-wrong-password"} {
+			if strings.Contains(err.Error(), secret) {
+				t.Errorf("%s: the error shows the password: %v", name, err)
+			}
+		}
+	}
+	admin := rawPG(t, testenv.PostgresAdmin(t))
+	if _, err := admin.Exec(`CREATE DATABASE tg_ascii ENCODING 'SQL_ASCII' TEMPLATE template0 OWNER toolgate_app`); err != nil {
+		t.Fatal(err)
+	}
+	ascii := *u
+	ascii.Path = "/tg_ascii"
+	if s, err := store.OpenPostgres(ctx, ascii.String()); err == nil || !strings.Contains(err.Error(), "UTF8") {
+		if s != nil {
+			s.Close()
+		}
+		t.Errorf("SQL_ASCII database: %v, want a refusal naming UTF8", err)
+	}
+}
+
+// On PostgreSQL too, a batch that fails inside its transaction is rolled back and
+// reported as not written, the advisory lock is released with it (another store
+// appends at once), and later appends chain on cleanly.
+func TestPostgresAuditWriterRecoversFromAFailedBatch(t *testing.T) {
+	ctx := context.Background()
+	url := testenv.Postgres(t)
+	s, other := openPGAt(t, url), openPGAt(t, url)
+	ok := func(s *store.Store, id string) {
+		t.Helper()
+		if err := s.AppendAudit(ctx, &audit.Event{CallID: id, Principal: "p", Tool: "t.x", Decision: audit.Allowed}); err != nil {
+			t.Fatalf("AppendAudit(%s): %v", id, err)
+		}
+	}
+	ok(s, "before")
+	db := rawPG(t, url)
+	if _, err := db.Exec(`CREATE FUNCTION boom() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'refused by test trigger'; END $$;
+		CREATE TRIGGER boom BEFORE INSERT ON audit_events FOR EACH ROW WHEN (NEW.call_id = 'boom') EXECUTE FUNCTION boom();`); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		e := &audit.Event{CallID: "boom", Principal: "p", Tool: "t.x", Decision: audit.Allowed}
+		if err := s.AppendAudit(ctx, e); err == nil || !strings.Contains(err.Error(), "refused by test trigger") {
+			t.Fatalf("AppendAudit through an aborting trigger = %v", err)
+		}
+		if e.Seq != 0 || e.Hash != "" {
+			t.Errorf("failed append changed the event: seq %d hash %q", e.Seq, e.Hash)
+		}
+		ok(other, "other")
+	}
+	if _, err := db.Exec(`DROP TRIGGER boom ON audit_events`); err != nil {
+		t.Fatal(err)
+	}
+	ok(s, "after")
+	evs, err := s.ListAudit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, e := range evs {
+		ids = append(ids, e.CallID)
+	}
+	if strings.Join(ids, " ") != "before other other other after" {
+		t.Errorf("events %v", ids)
+	}
+	if err := audit.Verify(evs); err != nil {
+		t.Error(err)
+	}
 }
