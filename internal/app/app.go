@@ -30,8 +30,12 @@ import (
 
 // Options configures one App.
 type Options struct {
-	// DataDir holds the embedded store; created owner-only on first use.
+	// DataDir holds the embedded store, the keystore key and the owner token; created
+	// owner-only on first use.
 	DataDir string
+	// DatabaseURL, when set, selects a PostgreSQL store (shared by replicas) instead of
+	// the SQLite database in DataDir.
+	DatabaseURL string
 	// Tools are extra tools to register (for example the local tools of a workspace).
 	Tools []*kernel.Tool
 	// Logger receives internal failures; nil discards.
@@ -105,6 +109,7 @@ type App struct {
 
 	refreshSeq atomic.Int64
 	pol        policyState // skips reloading an unchanged policy; see refresh.go
+	stopWatch  func()      // ends watchPolicy; nil when the store does not notify
 	// policyGen counts the grant and namespace changes refresh applied; a turn
 	// remembers it at open and is stale once it moved (see turn.Stale).
 	policyGen  atomic.Int64
@@ -124,15 +129,26 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	st, err := store.Open(ctx, opts.DataDir)
-	if err != nil {
+	if opts.DatabaseURL != "" {
+		// The SQLite store creates the data directory; with PostgreSQL it still holds
+		// this replica's owner token and keystore key.
+		if err := os.MkdirAll(opts.DataDir, 0o700); err != nil {
+			return nil, fmt.Errorf("creating data directory: %w", err)
+		}
+	}
+	st, err := store.OpenDatabase(ctx, opts.DataDir, opts.DatabaseURL)
+	if err != nil && opts.DatabaseURL == "" {
 		return nil, fmt.Errorf("opening the store in %s: %w", opts.DataDir, err)
+	}
+	if err != nil {
+		return nil, err // names the database, password redacted
 	}
 	a := &App{opts: opts, log: log, st: st}
 	if err := a.init(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
+	a.watchPolicy()
 	return a, nil
 }
 
@@ -430,8 +446,13 @@ func (a *App) Authenticate(owner string) func(token string, present bool) (strin
 	}
 }
 
-// Close releases the store.
-func (a *App) Close() error { return a.st.Close() }
+// Close stops watching for changes and releases the store.
+func (a *App) Close() error {
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
+	return a.st.Close()
+}
 
 // Instructions is what every MCP surface tells a harness's model in initialize and
 // server/discover: how to read toolgate's answers, so that a permission decision is not

@@ -30,6 +30,8 @@ type Env struct {
 	Stdio
 	// dataDir is the --data-dir flag value; use DataDir to resolve it.
 	dataDir string
+	// databaseURL is the --database-url flag value; use DatabaseURL to resolve it.
+	databaseURL string
 }
 
 // DataDir resolves --data-dir, then $TOOLGATE_HOME, then the user's data directory plus
@@ -96,6 +98,8 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 	root.SetErr(env.Err)
 	root.PersistentFlags().StringVar(&env.dataDir, "data-dir", "",
 		"data directory (default $TOOLGATE_HOME, else the user's data directory plus /toolgate)")
+	root.PersistentFlags().StringVar(&env.databaseURL, "database-url", "",
+		"PostgreSQL store shared by replicas, postgres://USER:PASSWORD@HOST:PORT/DB (default $TOOLGATE_DATABASE_URL, else SQLite in the data directory)")
 	fs := append([]commandFactory(nil), factories...)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
 	for _, f := range fs {

@@ -141,7 +141,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		}
 		defer closeWS()
 	}
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
 	}
