@@ -14,12 +14,19 @@ import (
 type dialect struct {
 	name       string
 	migrations fs.FS
-	// beginAppend starts an audit batch's transaction and lockAppend (when not empty)
-	// then takes the lock that serialises appenders across processes, so the chain
-	// head read next is the one the batch extends. SQLite: BEGIN IMMEDIATE takes the
-	// database's write lock. PostgreSQL: a transaction-scoped advisory lock, released
-	// by COMMIT or ROLLBACK, taken by every replica's writer.
-	beginAppend, lockAppend string
+	// beginAppend starts an audit batch's transaction and takes the lock that
+	// serialises appenders across processes, so the chain head read next is the one
+	// the batch extends. SQLite: BEGIN IMMEDIATE takes the database's write lock, a
+	// statement prepared once (prepareBegin). PostgreSQL: BEGIN and a
+	// transaction-scoped advisory lock, released by COMMIT or ROLLBACK, that every
+	// replica's writer takes; two statements sent as one simple query (one round
+	// trip), which cannot be prepared.
+	beginAppend  string
+	prepareBegin bool
+	// batchInsert inserts each batch with one statement taking every column as an
+	// array, rather than a prepared statement per event: one round trip to a
+	// PostgreSQL server per batch, which also shortens how long the lock is held.
+	batchInsert bool
 	// auditText and auditFromDB map audit event strings to what the database stores
 	// and back; see pgAuditText.
 	auditText   func(string) string
@@ -27,11 +34,12 @@ type dialect struct {
 }
 
 var sqliteDialect = &dialect{
-	name:        "sqlite",
-	migrations:  sqliteMigrations,
-	beginAppend: `BEGIN IMMEDIATE`,
-	auditText:   func(s string) string { return s },
-	auditFromDB: func(s string) (string, error) { return s, nil },
+	name:         "sqlite",
+	migrations:   sqliteMigrations,
+	beginAppend:  `BEGIN IMMEDIATE`,
+	prepareBegin: true,
+	auditText:    func(s string) string { return s },
+	auditFromDB:  func(s string) (string, error) { return s, nil },
 }
 
 // auditLockKey is the pg_advisory_xact_lock key every PostgreSQL audit writer takes
@@ -45,8 +53,8 @@ const (
 var postgresDialect = &dialect{
 	name:        "postgres",
 	migrations:  postgresMigrations,
-	beginAppend: `BEGIN`,
-	lockAppend:  fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d)`, auditLockKey),
+	beginAppend: fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, auditLockKey),
+	batchInsert: true,
 	auditText:   pgAuditText,
 	auditFromDB: pgAuditFromDB,
 }

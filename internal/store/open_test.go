@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -448,8 +449,10 @@ func TestKillAfterAppend(t *testing.T) {
 	}
 }
 
-func BenchmarkAppendAudit(b *testing.B) {
-	s := openTemp(b)
+func BenchmarkAppendAudit(b *testing.B) { benchAppendAudit(b, openTemp(b)) }
+
+// benchAppendAudit appends one kernel-sized event at a time to s.
+func benchAppendAudit(b *testing.B, s *store.Store) {
 	ctx := context.Background()
 	args := audit.HashArgs([]byte("0123456789abcdef0123456789abcdef"), map[string]any{"path": "docs/a.md", "limit": 10})
 	b.ReportAllocs()
@@ -464,12 +467,17 @@ func BenchmarkAppendAudit(b *testing.B) {
 
 // BenchmarkAppendAuditParallel measures the per-event cost when many calls append at
 // once (64 goroutines on two cores), where group commit shares one fsync among them.
-func BenchmarkAppendAuditParallel(b *testing.B) {
-	s := openTemp(b)
+func BenchmarkAppendAuditParallel(b *testing.B) { benchAppendAuditParallel(b, openTemp(b)) }
+
+// benchAppendAuditParallel appends from 64 goroutines spread over stores (one store
+// per process or replica).
+func benchAppendAuditParallel(b *testing.B, stores ...*store.Store) {
 	ctx := context.Background()
+	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
+		s := stores[int(next.Add(1))%len(stores)]
 		for pb.Next() {
 			e := &audit.Event{CallID: "c", Principal: "agent", Tool: "files.read", Decision: audit.Allowed}
 			if err := s.AppendAudit(ctx, e); err != nil {

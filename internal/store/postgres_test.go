@@ -334,3 +334,57 @@ func TestPostgresAuditWriterRecoversFromAFailedBatch(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The PostgreSQL figures of the audit benchmarks (docs/storage.md): one caller at a
+// time (a transaction, the advisory lock and a commit per event), 64 callers on one
+// store (group commit), and 64 callers spread over three stores on one database (three
+// replicas, whose batches queue on the advisory lock).
+func BenchmarkAppendAuditPostgres(b *testing.B) { benchAppendAudit(b, openPG(b)) }
+
+func BenchmarkAppendAuditParallelPostgres(b *testing.B) { benchAppendAuditParallel(b, openPG(b)) }
+
+func BenchmarkAppendAuditParallelPostgres3Replicas(b *testing.B) {
+	url := testenv.Postgres(b)
+	benchAppendAuditParallel(b, openPGAt(b, url), openPGAt(b, url), openPGAt(b, url))
+}
+
+// BenchmarkPostgresAdvisoryLock isolates what the audit lock adds to an uncontended
+// append transaction: BEGIN, pg_advisory_xact_lock, COMMIT against BEGIN, COMMIT on
+// one connection.
+func BenchmarkPostgresAdvisoryLock(b *testing.B) {
+	db := rawPG(b, testenv.Postgres(b))
+	db.SetMaxOpenConns(1)
+	for _, withLock := range []bool{false, true} {
+		name := "without"
+		if withLock {
+			name = "with"
+		}
+		b.Run(name, func(b *testing.B) {
+			for b.Loop() {
+				tx, err := db.Begin()
+				if err != nil {
+					b.Fatal(err)
+				}
+				if withLock {
+					if _, err := tx.Exec(`SELECT pg_advisory_xact_lock($1)`, int64(0x7467617564697431)); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if err := tx.Commit(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkPolicyVersionPostgres(b *testing.B) {
+	s := openPG(b)
+	ctx := context.Background()
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := s.PolicyVersion(ctx); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
