@@ -1,9 +1,9 @@
 // Package store is toolgate's persistent state: grants, namespace switches, keys,
 // settings, the hash-chained audit log and escalations. It is one implementation over
-// database/sql, embedded SQLite (modernc.org/sqlite, pure Go) by default; its SQL uses
-// $N placeholders, TEXT ids generated here and per-dialect migration files, so a
-// PostgreSQL dialect can be added without touching callers. The storetest package holds
-// the behavioural suite every dialect must pass.
+// database/sql: embedded SQLite (modernc.org/sqlite, pure Go) by default, or PostgreSQL
+// (OpenPostgres, pgx) shared by several replicas. Its SQL uses $N placeholders, TEXT
+// ids generated here and per-dialect migration files; dialect.go holds what differs.
+// The storetest package holds the behavioural suite both dialects pass.
 //
 // Several processes may open one data directory at once (a daemon plus CLI commands):
 // SQLite runs in WAL mode with a busy timeout, every read-modify-write runs in an
