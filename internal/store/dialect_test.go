@@ -1,6 +1,9 @@
 package store
 
 import (
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -40,5 +43,18 @@ func TestPGAuditTextLeavesPlainStringsReadable(t *testing.T) {
 	}
 	if _, err := pgAuditFromDB(`\xzz`); err == nil {
 		t.Error("a corrupt escaped value was accepted")
+	}
+}
+
+// docs/storage.md names the advisory lock keys, for operators reading pg_locks.
+func TestStorageDocNamesTheLockKeys(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "docs", "storage.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, key := range map[string]int64{"audit": auditLockKey, "migration": migrateLockKey} {
+		if !strings.Contains(string(doc), strconv.FormatInt(key, 10)) {
+			t.Errorf("docs/storage.md does not name the %s lock key %d", name, key)
+		}
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -342,17 +343,19 @@ func openDir(t *testing.T, dir string) *store.Store {
 // TestMultiProcessChain appends from several processes and from goroutines of this one
 // at once; the result must be one unbroken chain holding every event.
 func TestMultiProcessChain(t *testing.T) {
-	ctx := context.Background()
 	dir := t.TempDir()
-	s, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	testMultiProcessChain(t, dir, openDir(t, dir))
+}
+
+// testMultiProcessChain appends from three child processes opening where (a data
+// directory or a postgres:// URL) and from four goroutines spread over stores, all at
+// once, then checks through every store that one unbroken chain holds every event.
+func testMultiProcessChain(t *testing.T, where string, stores ...*store.Store) {
+	ctx := context.Background()
 	const procs, perProc, goroutines, perG = 3, 60, 4, 30
 	var cmds []*exec.Cmd
 	for p := range procs {
-		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", dir, p, perProc))
+		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", where, p, perProc))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -367,6 +370,7 @@ func TestMultiProcessChain(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for g := range goroutines {
+		s := stores[g%len(stores)]
 		wg.Go(func() {
 			for i := range perG {
 				e := &audit.Event{CallID: fmt.Sprintf("g%d-%d", g, i), Principal: fmt.Sprintf("goroutine-%d", g), Tool: "files.read", Decision: audit.Allowed}
@@ -383,6 +387,7 @@ func TestMultiProcessChain(t *testing.T) {
 			t.Errorf("child process: %v", err)
 		}
 	}
+	s := stores[0]
 	evs, err := s.ListAudit(ctx, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -392,6 +397,11 @@ func TestMultiProcessChain(t *testing.T) {
 	}
 	if err := audit.Verify(evs); err != nil {
 		t.Errorf("chain broken by concurrent processes: %v", err)
+	}
+	for i, other := range stores[1:] {
+		if got, err := other.ListAudit(ctx, audit.Filter{}); err != nil || !reflect.DeepEqual(evs, got) {
+			t.Errorf("store %d reads a different chain (%v)", i+1, err)
+		}
 	}
 	for p := range procs {
 		got, err := s.ListAudit(ctx, audit.Filter{Principal: fmt.Sprintf("proc-%d", p)})

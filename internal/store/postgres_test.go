@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/audit"
@@ -92,64 +91,7 @@ func TestPostgresReplicasKeepOneChain(t *testing.T) {
 	ctx := context.Background()
 	url := testenv.Postgres(t)
 	a, b := openPGAt(t, url), openPGAt(t, url)
-	const procs, perProc, goroutines, perG = 3, 60, 4, 30
-	var cmds []*exec.Cmd
-	for p := range procs {
-		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", url, p, perProc))
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if t.Failed() {
-				t.Logf("replica stderr: %s", stderr.String())
-			}
-		})
-		cmds = append(cmds, cmd)
-	}
-	var wg sync.WaitGroup
-	for g := range goroutines {
-		s := a
-		if g%2 == 1 {
-			s = b
-		}
-		wg.Go(func() {
-			for i := range perG {
-				e := &audit.Event{CallID: fmt.Sprintf("g%d-%d", g, i), Principal: fmt.Sprintf("goroutine-%d", g), Tool: "files.read", Decision: audit.Allowed}
-				if err := s.AppendAudit(ctx, e); err != nil {
-					t.Errorf("AppendAudit: %v", err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	for _, cmd := range cmds {
-		if err := cmd.Wait(); err != nil {
-			t.Errorf("replica process: %v", err)
-		}
-	}
-	evs, err := a.ListAudit(ctx, audit.Filter{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := procs*perProc + goroutines*perG; len(evs) != want {
-		t.Errorf("%d events, want %d", len(evs), want)
-	}
-	if err := audit.Verify(evs); err != nil {
-		t.Errorf("chain broken by concurrent replicas: %v", err)
-	}
-	fromB, err := b.ListAudit(ctx, audit.Filter{})
-	if err != nil || !reflect.DeepEqual(evs, fromB) {
-		t.Errorf("the replicas read different chains (%v)", err)
-	}
-	for p := range procs {
-		got, err := a.ListAudit(ctx, audit.Filter{Principal: fmt.Sprintf("proc-%d", p)})
-		if err != nil || len(got) != perProc {
-			t.Errorf("replica %d: %d events (%v), want %d", p, len(got), err, perProc)
-		}
-	}
+	testMultiProcessChain(t, url, a, b)
 	ka, err1 := a.Key(ctx, "token")
 	kb, err2 := b.Key(ctx, "token")
 	if err1 != nil || err2 != nil || string(ka) != string(kb) {
@@ -198,25 +140,7 @@ func TestPostgresAuditStringsAsStored(t *testing.T) {
 // A hand edit of grants or namespaces with psql moves the version, as on SQLite.
 func TestPostgresPolicyVersionMovesOnRawEdits(t *testing.T) {
 	url := testenv.Postgres(t)
-	s := openPGAt(t, url)
-	db := rawPG(t, url)
-	for _, q := range []string{
-		`INSERT INTO grants (id, principal, tool, action, resource, effect, note, created_at)
-			VALUES ('g_raw', 'bob', 'files.read', '*', '', 'allow', '', '2026-01-01T00:00:00.000000Z')`,
-		`UPDATE grants SET effect = 'deny' WHERE id = 'g_raw'`,
-		`DELETE FROM grants WHERE id = 'g_raw'`,
-		`INSERT INTO namespaces (name, enabled) VALUES ('github', 0)`,
-		`UPDATE namespaces SET enabled = 1 WHERE name = 'github'`,
-		`DELETE FROM namespaces WHERE name = 'github'`,
-	} {
-		before := policyVersion(t, s)
-		if _, err := db.Exec(q); err != nil {
-			t.Fatalf("%s: %v", q, err)
-		}
-		if after := policyVersion(t, s); after <= before {
-			t.Errorf("%s: version %d -> %d, want it to grow", q, before, after)
-		}
-	}
+	testRawEditsMoveVersion(t, openPGAt(t, url), rawPG(t, url))
 }
 
 func TestPostgresNewerSchemaRefused(t *testing.T) {
@@ -360,7 +284,7 @@ func BenchmarkPostgresAdvisoryLock(b *testing.B) {
 	defer conn.Close()
 	for name, begin := range map[string]string{
 		"without": `BEGIN`,
-		"with":    fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, int64(0x7467617564697431)),
+		"with":    fmt.Sprintf(`BEGIN; SELECT pg_advisory_xact_lock(%d)`, store.AuditLockKey),
 	} {
 		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
