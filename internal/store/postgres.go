@@ -55,11 +55,20 @@ func redactParseError(err error) string {
 	return msg
 }
 
-// RedactURL returns the URL with any password replaced by "xxxxx", for messages.
+// RedactURL returns the URL with any password — in the user part, or in a password or
+// sslpassword parameter, which libpq URLs also accept — replaced by "xxxxx", for
+// messages.
 func RedactURL(raw string) string {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return "(unparseable database URL)"
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.EqualFold(k, "password") || strings.EqualFold(k, "sslpassword") {
+			q.Set(k, "xxxxx")
+			u.RawQuery = q.Encode()
+		}
 	}
 	return u.Redacted()
 }

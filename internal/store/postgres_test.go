@@ -173,6 +173,9 @@ func TestOpenPostgresRefuses(t *testing.T) {
 	wrongPW.User = url.UserPassword(u.User.Username(), "sekrit-wrong-password")
 	closed := *u
 	closed.Host = "127.0.0.1:1"
+	wrongInQuery := *u
+	wrongInQuery.User = url.User(u.User.Username())
+	wrongInQuery.RawQuery = "sslmode=disable&password=sekrit-wrong-password"
 	for name, raw := range map[string]string{
 		"empty":          "",
 		"sqlite path":    "/var/lib/toolgate/toolgate.db",
@@ -182,6 +185,7 @@ func TestOpenPostgresRefuses(t *testing.T) {
 		"bad port":       "postgres://u:" + pw + "@127.0.0.1:99999/db",
 		"wrong password": wrongPW.String(),
 		"nobody there":   closed.String(),
+		"password param": wrongInQuery.String(),
 	} {
 		s, err := store.OpenPostgres(ctx, raw)
 		if err == nil {
