@@ -81,3 +81,14 @@ func TestDatabaseURLRefused(t *testing.T) {
 		}
 	}
 }
+
+// toolgate run --stdio would hand the harness a toolgate mcp that opens another store
+// (or the database password): with a PostgreSQL store it is refused before anything
+// starts.
+func TestRunStdioRefusedWithADatabaseURL(t *testing.T) {
+	t.Setenv(store.EnvDatabaseURL, "postgres://u:pw@127.0.0.1:1/db")
+	r := runStoreCLI(t, t.TempDir(), "run", "--harness", "opencode", "--stdio", "--", "/nonexistent/harness")
+	if r.code == 0 || !strings.Contains(r.errOut, "--stdio does not work with a PostgreSQL store") {
+		t.Errorf("run --stdio with a database URL: %d %q", r.code, r.errOut)
+	}
+}
