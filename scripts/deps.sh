@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what the tests need into the git-ignored .cache folder: Go modules, Node.js 22
-# from npm's node@22 package, and the npm peers listed in testdata/npm/package.json.
+# from npm's node@22 package, and the npm peers listed in testdata/npm/package.json; and,
+# when missing, Debian's postgresql package (the server binaries the PostgreSQL store
+# tests run, internal/testenv/postgres.go; nothing is started here).
 # Idempotent: a second run with nothing changed does no network work.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -26,4 +28,19 @@ if ! cmp -s "$root/testdata/npm/package.json" "$peers/package.json" || [ ! -d "$
   cp "$root/testdata/npm/package.json" "$peers/package.json"
   (cd "$peers" && npm install --no-audit --no-fund --loglevel=error >&2)
 fi
-echo "deps: ready (node $(node --version))" >&2
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  echo "deps: postgresql (Debian package)" >&2
+  if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "deps: PostgreSQL's initdb and postgres are missing; install Debian's postgresql package (apt-get install postgresql)" >&2
+    exit 1
+  fi
+  # The package would create and start a system-wide "main" cluster; the tests start
+  # their own throw-away server instead.
+  mkdir -p /etc/postgresql-common/createcluster.d
+  echo "create_main_cluster = false" >/etc/postgresql-common/createcluster.d/toolgate-tests.conf
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q >&2
+  apt-get install -y -q --no-install-recommends -o Dpkg::Options::=--force-confold postgresql >&2
+fi
+pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+echo "deps: ready (node $(node --version), postgres $("${pg_bin:-/usr/bin}/postgres" --version 2>/dev/null | awk '{print $3}'))" >&2

@@ -31,8 +31,12 @@ import (
 
 // Options configures one App.
 type Options struct {
-	// DataDir holds the embedded store; created owner-only on first use.
+	// DataDir holds the embedded store, the keystore key and the owner token; created
+	// owner-only on first use.
 	DataDir string
+	// DatabaseURL, when set, selects a PostgreSQL store (shared by replicas) instead of
+	// the SQLite database in DataDir.
+	DatabaseURL string
 	// Tools are extra tools to register (for example the local tools of a workspace).
 	Tools []*kernel.Tool
 	// Logger receives internal failures; nil discards.
@@ -107,6 +111,7 @@ type App struct {
 
 	refreshSeq atomic.Int64
 	pol        policyState // skips reloading an unchanged policy; see refresh.go
+	stopWatch  func()      // ends watchPolicy; nil when the store does not notify
 	// policyGen counts the grant and namespace changes refresh applied; a turn
 	// remembers it at open and is stale once it moved (see turn.Stale).
 	policyGen  atomic.Int64
@@ -126,18 +131,34 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 	if log == nil {
 		log = slog.New(slog.NewTextHandler(io.Discard, nil))
 	}
-	st, err := store.Open(ctx, opts.DataDir)
+	dir := opts.DataDir
+	if opts.DatabaseURL != "" {
+		// The SQLite store prepares the data directory itself; with PostgreSQL it still
+		// holds this replica's owner token and keystore key, so it gets the same checks.
+		var err error
+		if dir, err = datadir.Prepare(opts.DataDir); err != nil {
+			return nil, err // it names the file and the fix already
+		}
+	}
+	st, err := store.OpenDatabase(ctx, opts.DataDir, opts.DatabaseURL)
 	if errors.Is(err, datadir.ErrUnsafe) {
 		return nil, err // it names the file and the fix already
 	}
-	if err != nil {
+	if err != nil && opts.DatabaseURL == "" {
 		return nil, fmt.Errorf("opening the store in %s: %w", opts.DataDir, err)
 	}
-	a := &App{opts: opts, log: log, st: st, dir: filepath.Dir(st.Path())}
+	if err != nil {
+		return nil, err // names the database, password redacted
+	}
+	if opts.DatabaseURL == "" {
+		dir = filepath.Dir(st.Path())
+	}
+	a := &App{opts: opts, log: log, st: st, dir: dir}
 	if err := a.init(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
+	a.watchPolicy()
 	return a, nil
 }
 
@@ -454,10 +475,13 @@ func (a *App) Shutdown() int {
 	return a.k.Shutdown()
 }
 
-// Close shuts the kernel down (Shutdown) and closes the store last, so a command that
-// did not call Shutdown still loses no outcome.
+// Close shuts the kernel down (Shutdown), stops watching for changes and closes the
+// store last, so a command that did not call Shutdown still loses no outcome.
 func (a *App) Close() error {
 	a.Shutdown()
+	if a.stopWatch != nil {
+		a.stopWatch()
+	}
 	return a.st.Close()
 }
 

@@ -3,3 +3,10 @@ package app
 // PolicyLoads reports how many times a has read grants and namespaces from its store
 // in full (not counting the cheap policy-version reads that found nothing changed).
 func PolicyLoads(a *App) int64 { return a.pol.loads.Load() }
+
+// PolicyVersionLoaded reports the store policy version a's kernel policy was loaded at.
+func PolicyVersionLoaded(a *App) int64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.pol.ver
+}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/store"
 )
 
 // policyState lets refresh skip re-reading grants and namespace switches when nothing
@@ -68,4 +69,37 @@ func (a *App) recheckGrants(grants []policy.Grant, set *policy.Set) (*policy.Set
 		return nil, fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
 	}
 	return set, nil
+}
+
+// watchPolicy reloads the policy as soon as the store reports that another process
+// changed grants or namespace switches (store.Changes: PostgreSQL's LISTEN/NOTIFY; a
+// reconnection of the listener counts as a change, since notifications sent meanwhile
+// are lost). It does not replace the version read every refresh does: a notification
+// arrives shortly after the change committed, and a decision taken in between must
+// still see it. What it buys is that a change made on another replica is usually
+// loaded before the next call arrives, so that call pays one version read and no
+// reload, and that open sessions' Stale checks find the new policy at once.
+//
+// On SQLite the store does not notify and nothing is started.
+func (a *App) watchPolicy() {
+	changes := a.st.Changes()
+	if !changes.Notifies() {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	sub := changes.Subscribe(store.TopicPolicy)
+	done := make(chan struct{})
+	a.stopWatch = func() {
+		sub.Close()
+		cancel()
+		<-done
+	}
+	go func() {
+		defer close(done)
+		for range sub.C {
+			if err := a.refresh(ctx); err != nil && ctx.Err() == nil {
+				a.log.Warn("re-reading grants after a change notification", "err", err)
+			}
+		}
+	}()
 }

@@ -144,7 +144,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	defer closeWS()
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
 	}

@@ -139,7 +139,7 @@ func (l *lazyApp) open() (*app.App, error) {
 		return nil, err
 	}
 	log := slog.New(slog.NewTextHandler(l.env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := app.Open(l.ctx, app.Options{DataDir: dir, Logger: log})
+	a, err := l.env.openApp(l.ctx, dir, nil, log)
 	if err != nil {
 		return nil, err
 	}

@@ -32,11 +32,7 @@ Approving or denying records the decision; the escalated turn stays ended either
 }
 
 func openEscalationStore(cmd *cobra.Command, env *Env) (*store.Store, error) {
-	dir, err := env.DataDir()
-	if err != nil {
-		return nil, err
-	}
-	return store.Open(cmd.Context(), dir)
+	return env.openStore(cmd.Context())
 }
 
 func newEscalationsLsCmd(env *Env) *cobra.Command {

@@ -24,11 +24,7 @@ func init() { register(40, newGrantCmd) }
 // commands use the store directly rather than the whole app, so that a grant the kernel
 // refuses to compile can still be listed and removed.
 func openCLIStore(ctx context.Context, env *Env) (*store.Store, error) {
-	dir, err := env.DataDir()
-	if err != nil {
-		return nil, err
-	}
-	return store.Open(ctx, dir)
+	return env.openStore(ctx)
 }
 
 func newGrantCmd(env *Env) *cobra.Command {

@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"testing"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // fakeHarnessEnv makes the test binary act as a harness that toolgate run starts (see
@@ -13,5 +15,7 @@ func TestMain(m *testing.M) {
 	if data := os.Getenv(fakeHarnessEnv); data != "" {
 		os.Exit(fakeHarness(data, os.Args[1:]))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.StopPostgres() // started by the --database-url tests, if they ran
+	os.Exit(code)
 }

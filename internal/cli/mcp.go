@@ -149,7 +149,7 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	if err != nil {
 		return err
 	}
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
 	}

@@ -35,6 +35,8 @@ type Env struct {
 	// hurry ends when a second interrupt arrives (Main): a command draining after the
 	// first one (the command's context) stops waiting. Nil never ends.
 	hurry context.Context
+	// databaseURL is the --database-url flag value; use DatabaseURL to resolve it.
+	databaseURL string
 }
 
 // Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a
@@ -112,6 +114,8 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 	root.SetErr(env.Err)
 	root.PersistentFlags().StringVar(&env.dataDir, "data-dir", "",
 		"data directory (default $TOOLGATE_HOME, else the user's data directory plus /toolgate)")
+	root.PersistentFlags().StringVar(&env.databaseURL, "database-url", "",
+		"PostgreSQL store shared by replicas, postgres://USER:PASSWORD@HOST:PORT/DB (default $TOOLGATE_DATABASE_URL, else SQLite in the data directory)")
 	fs := append([]commandFactory(nil), factories...)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
 	for _, f := range fs {

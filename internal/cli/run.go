@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
@@ -130,6 +131,17 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 	if err != nil {
 		return err
 	}
+	dbURL, err := env.DatabaseURL()
+	if err != nil {
+		return err
+	}
+	if f.stdio && dbURL != "" {
+		// The harness's toolgate mcp would need the database URL, password and all, in
+		// the harness's configuration or environment; without it, it would open another
+		// store (the data directory's SQLite) and decide by other grants.
+		return errors.New("--stdio does not work with a PostgreSQL store (--database-url, " + store.EnvDatabaseURL +
+			"): the harness would need the database password; use the HTTP bridge (the default)")
+	}
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
 
 	// With --stdio the harness starts its own toolgate mcp, which builds its tools.
@@ -141,7 +153,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		}
 		defer closeWS()
 	}
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
 	}
@@ -295,7 +307,9 @@ func runChild(ctx context.Context, env *Env, l harness.Launch) (int, error) {
 	c := exec.Command(path, l.Args[1:]...)
 	c.Args[0] = l.Args[0]
 	c.Stdin, c.Stdout, c.Stderr = env.In, env.Out, env.Err
-	c.Env = append(os.Environ(), l.Env...)
+	// The harness reaches toolgate through its bridge only; it gets no database URL
+	// (which may carry a password).
+	c.Env = append(withoutEnv(os.Environ(), store.EnvDatabaseURL), l.Env...)
 	c.WaitDelay = 5 * time.Second
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
@@ -407,4 +421,15 @@ func privateRunDir() (string, error) {
 		return "", fmt.Errorf("securing %s: %w", dir, err)
 	}
 	return dir, nil
+}
+
+// withoutEnv returns env less the variable name.
+func withoutEnv(env []string, name string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		if !strings.HasPrefix(kv, name+"=") {
+			out = append(out, kv)
+		}
+	}
+	return out
 }

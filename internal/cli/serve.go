@@ -106,7 +106,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	}
 	defer closeWS()
 	tools = append(tools, serveTestTools...)
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
 	}
@@ -161,6 +161,9 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	tokenPath := filepath.Join(dataDir, app.OwnerTokenFile)
 	w := env.Err
 	fmt.Fprintf(w, "toolgate: data directory %s\n", dataDir)
+	if st := a.Store(); st.Dialect() == "postgres" {
+		fmt.Fprintf(w, "toolgate: database %s\n", st.Path()) // password redacted
+	}
 	if created {
 		fmt.Fprintf(w, "toolgate: created the owner token %s (mode 0600)\n", tokenPath)
 	}

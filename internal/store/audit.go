@@ -59,7 +59,7 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Event) error {
 // creating it on first use and after a failure. It runs with auditSem held.
 func (s *Store) insertAuditBatch(ctx context.Context, batch []*pendingAppend) error {
 	if s.writer == nil {
-		w, err := newAuditWriter(ctx, s.db)
+		w, err := newAuditWriter(ctx, s.db, s.d)
 		if err != nil {
 			return err
 		}
@@ -109,17 +109,19 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	if f.AfterSeq > 0 {
 		add("seq > $%d", f.AfterSeq)
 	}
+	// Filter values are mapped as the stored strings were (dialect.auditText).
+	enc := s.d.auditText
 	if f.Principal != "" {
-		add("principal = $%d", f.Principal)
+		add("principal = $%d", enc(f.Principal))
 	}
 	if f.Tool != "" {
-		add("tool = $%d", f.Tool)
+		add("tool = $%d", enc(f.Tool))
 	}
 	if f.Decision != "" {
-		add("decision = $%d", f.Decision)
+		add("decision = $%d", enc(f.Decision))
 	}
 	if f.CallID != "" {
-		add("call_id = $%d", f.CallID)
+		add("call_id = $%d", enc(f.CallID))
 	}
 	if !f.Since.IsZero() {
 		add("time >= $%d", formatTime(audit.Truncate(f.Since)))
@@ -152,6 +154,12 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 			return nil, fmt.Errorf("listing audit events: %w", err)
 		}
 		e.Decision = audit.Decision(decision)
+		for _, field := range []*string{&e.CallID, &e.TurnID, &e.Principal, &e.Transport, &e.Tool, &e.Alias, &e.Action,
+			&e.Resource, &e.GrantID, &e.Code, &e.Message} {
+			if *field, err = s.d.auditFromDB(*field); err != nil {
+				return nil, fmt.Errorf("listing audit events: seq %d: %w", e.Seq, err)
+			}
+		}
 		if e.Time, err = parseTime(t); err != nil {
 			return nil, fmt.Errorf("listing audit events: seq %d: %w", e.Seq, err)
 		}

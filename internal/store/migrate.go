@@ -16,8 +16,12 @@ import (
 //go:embed migrations
 var migrationFS embed.FS
 
-// sqliteMigrations is the SQLite dialect's migration directory.
-var sqliteMigrations = mustSub(migrationFS, "migrations/sqlite")
+// sqliteMigrations and postgresMigrations are the dialects' migration directories.
+// They hold the same version numbers (TestEmbeddedMigrations checks).
+var (
+	sqliteMigrations   = mustSub(migrationFS, "migrations/sqlite")
+	postgresMigrations = mustSub(migrationFS, "migrations/postgres")
+)
 
 func mustSub(f fs.FS, dir string) fs.FS {
 	sub, err := fs.Sub(f, dir)
@@ -69,11 +73,20 @@ func loadMigrations(dir fs.FS) ([]migration, error) {
 	return ms, nil
 }
 
+// migrator is what migrate runs on: a pool (SQLite) or one connection holding the
+// migration advisory lock (PostgreSQL).
+type migrator interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+}
+
 // migrate applies pending migrations, one transaction per file. Each transaction
-// re-reads the applied versions under the write lock (the store's transactions are
-// IMMEDIATE), so processes opening one database together apply each file once. A
-// database carrying a version this binary does not know is refused, not modified.
-func migrate(ctx context.Context, db *sql.DB, dir fs.FS) error {
+// re-reads the applied versions under the write lock (SQLite: the store's transactions
+// are IMMEDIATE; PostgreSQL: the caller holds the migration advisory lock), so
+// processes opening one database together apply each file once. A database carrying a
+// version this binary does not know is refused, not modified.
+func migrate(ctx context.Context, db migrator, dir fs.FS) error {
 	ms, err := loadMigrations(dir)
 	if err != nil {
 		return err
@@ -104,7 +117,7 @@ func migrate(ctx context.Context, db *sql.DB, dir fs.FS) error {
 	return nil
 }
 
-func applyOne(ctx context.Context, db *sql.DB, m migration, known int) error {
+func applyOne(ctx context.Context, db migrator, m migration, known int) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("migration %s: %w", m.name, err)

@@ -89,15 +89,29 @@ func TestMigrateFailureRollsBack(t *testing.T) {
 }
 
 // TestEmbeddedMigrations checks the shipped files load and that every dialect
-// directory holds the same versions (today only SQLite exists).
+// directory holds the same versions under the same names: a table added for one
+// dialect only would leave the other's store without it.
 func TestEmbeddedMigrations(t *testing.T) {
-	ms, err := loadMigrations(sqliteMigrations)
-	if err != nil || len(ms) == 0 || ms[0].version != 1 {
-		t.Fatalf("embedded sqlite migrations: %+v, %v", ms, err)
+	lite, err := loadMigrations(sqliteMigrations)
+	if err != nil || len(lite) == 0 || lite[0].version != 1 {
+		t.Fatalf("embedded sqlite migrations: %+v, %v", lite, err)
 	}
-	for i, m := range ms {
+	for i, m := range lite {
 		if m.version != i+1 {
 			t.Errorf("migration %s: versions must be consecutive from 1", m.name)
 		}
+	}
+	pg, err := loadMigrations(postgresMigrations)
+	if err != nil {
+		t.Fatalf("embedded postgres migrations: %v", err)
+	}
+	names := func(ms []migration) (out []string) {
+		for _, m := range ms {
+			out = append(out, m.name)
+		}
+		return out
+	}
+	if a, b := strings.Join(names(lite), " "), strings.Join(names(pg), " "); a != b {
+		t.Errorf("dialects disagree:\n  sqlite:   %s\n  postgres: %s", a, b)
 	}
 }

@@ -10,9 +10,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 
@@ -32,15 +34,26 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	testenv.StopPostgres()
+	os.Exit(code)
 }
 
-// helper runs in a child process: "append DIR NAME N" appends N events as principal
+// openDirOrURL opens a PostgreSQL store for a postgres:// argument, else the SQLite
+// store in that directory.
+func openDirOrURL(ctx context.Context, where string) (*store.Store, error) {
+	if strings.HasPrefix(where, "postgres://") {
+		return store.OpenPostgres(ctx, where)
+	}
+	return store.Open(ctx, where)
+}
+
+// helper runs in a child process (DIR may be a postgres:// URL): "append DIR NAME N" appends N events as principal
 // NAME; "grant DIR NAME" adds a grant for principal NAME; "stream DIR" appends forever, printing each seq only after AppendAudit returned.
 func helper(mode string) int {
 	f := strings.Fields(mode)
 	ctx := context.Background()
-	s, err := store.Open(ctx, f[1])
+	s, err := openDirOrURL(ctx, f[1])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
@@ -353,17 +366,19 @@ func openDir(t *testing.T, dir string) *store.Store {
 // TestMultiProcessChain appends from several processes and from goroutines of this one
 // at once; the result must be one unbroken chain holding every event.
 func TestMultiProcessChain(t *testing.T) {
-	ctx := context.Background()
 	dir := testenv.PrivateDir(t)
-	s, err := store.Open(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	testMultiProcessChain(t, dir, openDir(t, dir))
+}
+
+// testMultiProcessChain appends from three child processes opening where (a data
+// directory or a postgres:// URL) and from four goroutines spread over stores, all at
+// once, then checks through every store that one unbroken chain holds every event.
+func testMultiProcessChain(t *testing.T, where string, stores ...*store.Store) {
+	ctx := context.Background()
 	const procs, perProc, goroutines, perG = 3, 60, 4, 30
 	var cmds []*exec.Cmd
 	for p := range procs {
-		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", dir, p, perProc))
+		cmd := helperCmd(t, fmt.Sprintf("append %s proc-%d %d", where, p, perProc))
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -378,6 +393,7 @@ func TestMultiProcessChain(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for g := range goroutines {
+		s := stores[g%len(stores)]
 		wg.Go(func() {
 			for i := range perG {
 				e := &audit.Event{CallID: fmt.Sprintf("g%d-%d", g, i), Principal: fmt.Sprintf("goroutine-%d", g), Tool: "files.read", Decision: audit.Allowed}
@@ -394,6 +410,7 @@ func TestMultiProcessChain(t *testing.T) {
 			t.Errorf("child process: %v", err)
 		}
 	}
+	s := stores[0]
 	evs, err := s.ListAudit(ctx, audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
@@ -403,6 +420,11 @@ func TestMultiProcessChain(t *testing.T) {
 	}
 	if err := audit.Verify(evs); err != nil {
 		t.Errorf("chain broken by concurrent processes: %v", err)
+	}
+	for i, other := range stores[1:] {
+		if got, err := other.ListAudit(ctx, audit.Filter{}); err != nil || !reflect.DeepEqual(evs, got) {
+			t.Errorf("store %d reads a different chain (%v)", i+1, err)
+		}
 	}
 	for p := range procs {
 		got, err := s.ListAudit(ctx, audit.Filter{Principal: fmt.Sprintf("proc-%d", p)})
@@ -460,8 +482,10 @@ func TestKillAfterAppend(t *testing.T) {
 	}
 }
 
-func BenchmarkAppendAudit(b *testing.B) {
-	s := openTemp(b)
+func BenchmarkAppendAudit(b *testing.B) { benchAppendAudit(b, openTemp(b)) }
+
+// benchAppendAudit appends one kernel-sized event at a time to s.
+func benchAppendAudit(b *testing.B, s *store.Store) {
 	ctx := context.Background()
 	args := audit.HashArgs([]byte("0123456789abcdef0123456789abcdef"), map[string]any{"path": "docs/a.md", "limit": 10})
 	b.ReportAllocs()
@@ -476,12 +500,17 @@ func BenchmarkAppendAudit(b *testing.B) {
 
 // BenchmarkAppendAuditParallel measures the per-event cost when many calls append at
 // once (64 goroutines on two cores), where group commit shares one fsync among them.
-func BenchmarkAppendAuditParallel(b *testing.B) {
-	s := openTemp(b)
+func BenchmarkAppendAuditParallel(b *testing.B) { benchAppendAuditParallel(b, openTemp(b)) }
+
+// benchAppendAuditParallel appends from 64 goroutines spread over stores (one store
+// per process or replica).
+func benchAppendAuditParallel(b *testing.B, stores ...*store.Store) {
 	ctx := context.Background()
+	var next atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(32)
 	b.RunParallel(func(pb *testing.PB) {
+		s := stores[int(next.Add(1))%len(stores)]
 		for pb.Next() {
 			e := &audit.Event{CallID: "c", Principal: "agent", Tool: "files.read", Decision: audit.Allowed}
 			if err := s.AppendAudit(ctx, e); err != nil {

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -69,8 +70,12 @@ func TestPolicyVersionAcrossProcesses(t *testing.T) {
 // the version too: the counter is kept by triggers, not by the store's methods.
 func TestPolicyVersionMovesOnRawEdits(t *testing.T) {
 	dir := testenv.PrivateDir(t)
-	s := openDir(t, dir)
-	db := rawDB(t, dir)
+	testRawEditsMoveVersion(t, openDir(t, dir), rawDB(t, dir))
+}
+
+// testRawEditsMoveVersion edits both tables through db, outside s, and checks that each
+// edit moves the version s reads.
+func testRawEditsMoveVersion(t *testing.T, s *store.Store, db *sql.DB) {
 	for _, q := range []string{
 		`INSERT INTO grants (id, principal, tool, action, resource, effect, note, created_at)
 			VALUES ('g_raw', 'bob', 'files.read', '*', '', 'allow', '', '2026-01-01T00:00:00.000000Z')`,

@@ -19,6 +19,11 @@ func TestSecretsBackend(t *testing.T) {
 	keystoretest.RunBackend(t, func(t *testing.T) keystore.Backend { return openTemp(t) })
 }
 
+// TestPostgresSecretsBackend: the same suite on PostgreSQL (BYTEA blobs).
+func TestPostgresSecretsBackend(t *testing.T) {
+	keystoretest.RunBackend(t, func(t *testing.T) keystore.Backend { return openPG(t) })
+}
+
 func TestSecretsRefused(t *testing.T) {
 	ctx := context.Background()
 	s := openTemp(t)

@@ -1,9 +1,9 @@
 // Package store is toolgate's persistent state: grants, namespace switches, keys,
 // settings, the hash-chained audit log and escalations. It is one implementation over
-// database/sql, embedded SQLite (modernc.org/sqlite, pure Go) by default; its SQL uses
-// $N placeholders, TEXT ids generated here and per-dialect migration files, so a
-// PostgreSQL dialect can be added without touching callers. The storetest package holds
-// the behavioural suite every dialect must pass.
+// database/sql: embedded SQLite (modernc.org/sqlite, pure Go) by default, or PostgreSQL
+// (OpenPostgres, pgx) shared by several replicas. Its SQL uses $N placeholders, TEXT
+// ids generated here and per-dialect migration files; dialect.go holds what differs.
+// The storetest package holds the behavioural suite both dialects pass.
 //
 // Several processes may open one data directory at once (a daemon plus CLI commands):
 // SQLite runs in WAL mode with a busy timeout, every read-modify-write runs in an
@@ -56,6 +56,10 @@ var ErrConflict = errors.New("conflict")
 type Store struct {
 	db   *sql.DB
 	path string
+	d    *dialect // SQLite or PostgreSQL (dialect.go)
+
+	// changes wakes subscribers when another process changed something (changes.go).
+	changes *Changes
 
 	// Audit appends are group-committed: see auditq.go.
 	auditMu    sync.Mutex
@@ -106,7 +110,7 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, auditSem: make(chan struct{}, 1)}
+	s := &Store{db: db, path: path, d: sqliteDialect, changes: newChanges(""), auditSem: make(chan struct{}, 1)}
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
@@ -114,13 +118,18 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	return s, nil
 }
 
-// Path is the database file's path.
+// Path is the database file's path, or for PostgreSQL the database URL with any
+// password redacted.
 func (s *Store) Path() string { return s.path }
+
+// Dialect is "sqlite" or "postgres".
+func (s *Store) Dialect() string { return s.d.name }
 
 // Close closes the database. Calls after Close fail. It waits for an audit batch being
 // written to finish (appends still queued then fail), so its connection is released
 // cleanly rather than cut off mid-transaction.
 func (s *Store) Close() error {
+	s.changes.close()
 	s.auditSem <- struct{}{}
 	if s.writer != nil {
 		s.writer.close()

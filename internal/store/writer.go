@@ -22,36 +22,63 @@ import (
 // a fresh one, so a connection left inside a transaction or broken is never reused.
 type auditWriter struct {
 	conn                    *sql.Conn
-	begin, commit, rollback *sql.Stmt
+	beginSQL                string    // run as it is when begin is nil (see dialect)
+	begin, commit, rollback *sql.Stmt // begin is nil on PostgreSQL
 	head, insert            *sql.Stmt
+	batchInsert             bool // insert takes the whole batch as arrays (PostgreSQL)
 	stmtsForClose           []*sql.Stmt
+	text                    func(string) string // the dialect's auditText
 }
 
 const (
-	sqlBeginImmediate = `BEGIN IMMEDIATE`
-	sqlCommit         = `COMMIT`
-	sqlRollback       = `ROLLBACK`
-	sqlAuditHead      = `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
-	sqlAuditInsert    = `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
+	sqlCommit      = `COMMIT`
+	sqlRollback    = `ROLLBACK`
+	sqlAuditHead   = `SELECT seq, hash FROM audit_events ORDER BY seq DESC LIMIT 1`
+	sqlAuditInsert = `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
 		tool, alias, action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)`
+	// sqlAuditInsertArrays inserts a whole batch in one statement (one round trip to a
+	// PostgreSQL server instead of one per event), each column an array.
+	sqlAuditInsertArrays = `INSERT INTO audit_events (seq, time, call_id, turn_id, principal, transport,
+		tool, alias, action, resource, decision, grant_id, code, message, latency_us, args, prev_hash, hash)
+		SELECT * FROM unnest($1::bigint[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+			$8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[], $15::bigint[],
+			$16::text[], $17::text[], $18::text[])`
 )
 
 // newAuditWriter takes a connection from the pool and prepares the writer's statements
 // on it.
-func newAuditWriter(ctx context.Context, db *sql.DB) (*auditWriter, error) {
+func newAuditWriter(ctx context.Context, db *sql.DB, d *dialect) (*auditWriter, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("taking the audit writer's connection: %w", err)
 	}
-	w := &auditWriter{conn: conn}
-	for _, p := range []struct {
+	w := &auditWriter{conn: conn, text: d.auditText, beginSQL: d.beginAppend, batchInsert: d.batchInsert}
+	insert := sqlAuditInsert
+	if d.batchInsert {
+		insert = sqlAuditInsertArrays
+	}
+	stmts := []struct {
 		dst **sql.Stmt
 		sql string
 	}{
-		{&w.begin, sqlBeginImmediate}, {&w.commit, sqlCommit}, {&w.rollback, sqlRollback},
-		{&w.head, sqlAuditHead}, {&w.insert, sqlAuditInsert},
-	} {
+		{&w.commit, sqlCommit}, {&w.rollback, sqlRollback}, {&w.head, sqlAuditHead}, {&w.insert, insert},
+	}
+	if d.prepareBegin {
+		stmts = append(stmts, struct {
+			dst **sql.Stmt
+			sql string
+		}{&w.begin, d.beginAppend})
+	}
+	if d.name == "postgres" {
+		// PostgreSQL has no busy timeout: bound the wait for another replica's append
+		// the same way, so a stuck replica fails calls closed instead of hanging them.
+		if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SET lock_timeout = %d`, BusyTimeout.Milliseconds())); err != nil {
+			w.discard()
+			return nil, fmt.Errorf("setting the audit writer's lock timeout: %w", err)
+		}
+	}
+	for _, p := range stmts {
 		st, err := conn.PrepareContext(ctx, p.sql)
 		if err != nil {
 			w.discard()
@@ -84,15 +111,21 @@ func (w *auditWriter) close() {
 	w.conn.Close()
 }
 
-// writeBatch writes batch in one IMMEDIATE transaction, chaining each event to the one
-// before. It sets each event's Seq, PrevHash and Hash only in its copy; the caller
-// publishes them after the commit succeeded. The transaction ends before it returns,
-// committed or rolled back; if it could not be ended, the error says so and the caller
-// discards the writer.
+// writeBatch writes batch in one transaction that first takes the append lock (see
+// dialect.beginAppend), chaining each event to the one before. It sets each event's
+// Seq, PrevHash and Hash only in its copy; the caller publishes them after the commit
+// succeeded. The transaction ends before it returns, committed or rolled back; if it
+// could not be ended, the error says so and the caller discards the writer.
 func (w *auditWriter) writeBatch(ctx context.Context, batch []*pendingAppend) (err error) {
-	if _, err := w.begin.ExecContext(ctx); err != nil {
-		// A BEGIN that failed started nothing, but the connection itself may be what
-		// failed; the caller discards it either way.
+	if w.begin != nil {
+		_, err = w.begin.ExecContext(ctx)
+	} else {
+		_, err = w.conn.ExecContext(ctx, w.beginSQL)
+	}
+	if err != nil {
+		// A BEGIN that failed started nothing (or, on PostgreSQL, a transaction whose lock
+		// timed out); the connection itself may be what failed. The caller discards it
+		// either way, which ends whatever it holds.
 		return fmt.Errorf("begin: %w", err)
 	}
 	committed := false
@@ -115,12 +148,15 @@ func (w *auditWriter) writeBatch(ctx context.Context, batch []*pendingAppend) (e
 		ev.Seq = last + 1
 		ev.PrevHash = prev
 		ev.Hash = audit.ComputeHash(prev, ev)
-		if _, err := w.insert.ExecContext(ctx, ev.Seq, formatTime(ev.Time), ev.CallID, ev.TurnID, ev.Principal,
-			ev.Transport, ev.Tool, ev.Alias, ev.Action, ev.Resource, string(ev.Decision), ev.GrantID, ev.Code,
-			ev.Message, ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
-			return fmt.Errorf("inserting seq %d: %w", ev.Seq, err)
-		}
 		last, prev = ev.Seq, ev.Hash
+	}
+	if w.batchInsert {
+		err = w.insertArrays(ctx, batch)
+	} else {
+		err = w.insertRows(ctx, batch)
+	}
+	if err != nil {
+		return err
 	}
 	if _, err := w.commit.ExecContext(ctx); err != nil {
 		// A COMMIT that failed (SQLITE_BUSY, an I/O error) may leave the transaction
@@ -129,5 +165,51 @@ func (w *auditWriter) writeBatch(ctx context.Context, batch []*pendingAppend) (e
 		return fmt.Errorf("commit: %w", err)
 	}
 	committed = true
+	return nil
+}
+
+func (w *auditWriter) insertRows(ctx context.Context, batch []*pendingAppend) error {
+	t := w.text
+	for _, p := range batch {
+		ev := &p.ev
+		if _, err := w.insert.ExecContext(ctx, ev.Seq, formatTime(ev.Time), t(ev.CallID), t(ev.TurnID), t(ev.Principal),
+			t(ev.Transport), t(ev.Tool), t(ev.Alias), t(ev.Action), t(ev.Resource), string(ev.Decision), t(ev.GrantID),
+			t(ev.Code), t(ev.Message), ev.LatencyMicros, p.args, ev.PrevHash, ev.Hash); err != nil {
+			return fmt.Errorf("inserting seq %d: %w", ev.Seq, err)
+		}
+	}
+	return nil
+}
+
+// insertArrays binds the batch column by column to sqlAuditInsertArrays.
+func (w *auditWriter) insertArrays(ctx context.Context, batch []*pendingAppend) error {
+	n := len(batch)
+	seqs, latencies := make([]int64, n), make([]int64, n)
+	const textCols = 16
+	cols := make([][]string, textCols)
+	for i := range cols {
+		cols[i] = make([]string, n)
+	}
+	t := w.text
+	for i, p := range batch {
+		ev := &p.ev
+		seqs[i], latencies[i] = ev.Seq, ev.LatencyMicros
+		for c, v := range [textCols]string{formatTime(ev.Time), t(ev.CallID), t(ev.TurnID), t(ev.Principal),
+			t(ev.Transport), t(ev.Tool), t(ev.Alias), t(ev.Action), t(ev.Resource), string(ev.Decision), t(ev.GrantID),
+			t(ev.Code), t(ev.Message), p.args, ev.PrevHash, ev.Hash} {
+			cols[c][i] = v
+		}
+	}
+	args := []any{seqs}
+	for _, c := range cols[:13] {
+		args = append(args, c)
+	}
+	args = append(args, latencies)
+	for _, c := range cols[13:] {
+		args = append(args, c)
+	}
+	if _, err := w.insert.ExecContext(ctx, args...); err != nil {
+		return fmt.Errorf("inserting seq %d to %d: %w", batch[0].ev.Seq, batch[n-1].ev.Seq, err)
+	}
 	return nil
 }

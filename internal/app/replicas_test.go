@@ -1,0 +1,152 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/testenv"
+)
+
+// openReplicas opens n Apps on one PostgreSQL database, each with its own data
+// directory, pool and change listener: replicas that share nothing but the database.
+func openReplicas(t testing.TB, n int) []*app.App {
+	t.Helper()
+	url := testenv.Postgres(t)
+	var out []*app.App
+	for i := range n {
+		ran := 0
+		a, err := app.Open(context.Background(), app.Options{DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: url,
+			Tools: []*kernel.Tool{localTool(&ran)}})
+		if err != nil {
+			t.Fatalf("replica %d: %v", i, err)
+		}
+		t.Cleanup(func() { a.Close() })
+		out = append(out, a)
+	}
+	return out
+}
+
+func callEcho(t *testing.T, tr app.Turn) *mcpserver.CallResult {
+	t.Helper()
+	res, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// A grant revoked through one replica stops a turn open on another at its next call,
+// and grants made on one are enforced by the other; both replicas' calls land in one
+// audit chain that either reads and verifies.
+func TestRevocationReachesAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	rs := openReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	g, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Action: "execute", Effect: policy.Allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := mustTurn(t, b, "bob")
+	if res := callEcho(t, tr); res.IsError {
+		t.Fatalf("call granted on the other replica refused: %+v", res.Meta)
+	}
+	if err := a.Store().RemoveGrant(ctx, g.ID); err != nil {
+		t.Fatal(err)
+	}
+	if res := callEcho(t, tr); !res.IsError || res.Meta["toolgate/code"] != "no_matching_grant" {
+		t.Errorf("call after the grant was revoked on the other replica: isError=%v meta=%v", res.IsError, res.Meta)
+	}
+	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.*", Action: "*", Effect: policy.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if res := callEcho(t, mustTurn(t, a, "bob")); res.IsError {
+		t.Errorf("call on the granting replica: %+v", res.Meta)
+	}
+	if res := callEcho(t, tr); res.IsError {
+		t.Errorf("call after the grant came back on the other replica: %+v", res.Meta)
+	}
+	for i, r := range rs {
+		evs, err := r.Store().ListAudit(ctx, audit.Filter{Principal: "bob"})
+		if err != nil || len(evs) != 4 {
+			t.Fatalf("replica %d reads %d events (%v), want 4", i, len(evs), err)
+		}
+		all, _ := r.Store().ListAudit(ctx, audit.Filter{})
+		if err := audit.Verify(all); err != nil {
+			t.Errorf("replica %d: %v", i, err)
+		}
+	}
+}
+
+// waitLoaded waits until a's kernel holds the policy at store version v or later. The
+// bound only keeps a broken listener from hanging the test.
+func waitLoaded(tb testing.TB, a *app.App, v int64) {
+	tb.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for app.PolicyVersionLoaded(a) < v {
+		if time.Now().After(deadline) {
+			tb.Fatalf("policy version %d never loaded (at %d)", v, app.PolicyVersionLoaded(a))
+		}
+		time.Sleep(20 * time.Microsecond)
+	}
+}
+
+// The change notification alone brings another replica's policy up to date, without
+// any call there: its next call then finds the policy current and reloads nothing.
+func TestChangeNotificationReloadsAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	rs := openReplicas(t, 2)
+	a, b := rs[0], rs[1]
+	start := time.Now()
+	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Action: "execute", Effect: policy.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	committed := time.Since(start)
+	v, err := a.Store().PolicyVersion(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitLoaded(t, b, v)
+	t.Logf("grant committed in %v; loaded by the other replica %v after the commit returned", committed, time.Since(start)-committed)
+	loads := app.PolicyLoads(b)
+	if res := callEcho(t, mustTurn(t, b, "bob")); res.IsError {
+		t.Fatalf("call refused: %+v", res.Meta)
+	}
+	if got := app.PolicyLoads(b); got != loads {
+		t.Errorf("the call reloaded the policy (%d -> %d loads): the notification had not", loads, got)
+	}
+}
+
+// BenchmarkGrantChangeReachesAnotherReplica measures, per change, the time from a
+// namespace switch's commit returning on one replica to the other replica's kernel
+// holding the new policy, with no call on the other replica: NOTIFY delivery, the
+// listener's wake-up, the version read and the reload.
+func BenchmarkGrantChangeReachesAnotherReplica(b *testing.B) {
+	ctx := context.Background()
+	rs := openReplicas(b, 2)
+	src, dst := rs[0], rs[1]
+	// Each switch flips the namespace, so it moves the version by exactly one.
+	v0, err := src.Store().PolicyVersion(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	i := 0
+	for b.Loop() {
+		i++
+		if err := src.Store().SetNamespaceEnabled(ctx, "github", i%2 == 0); err != nil {
+			b.Fatal(err)
+		}
+		committed := time.Now()
+		waitLoaded(b, dst, v0+int64(i))
+		total += time.Since(committed)
+	}
+	b.ReportMetric(float64(total.Microseconds())/float64(i), "µs/propagation")
+}
