@@ -113,6 +113,8 @@ func TestRefused(t *testing.T) {
 		{"nan", `NaN`, "unexpected character"},
 		{"inf", `-Infinity`, "invalid number"},
 		{"huge exponent", `1e1000000000`, "more than 9 digits"},
+		{"exponent out of range once normalised", `10e999999999`, "once normalised"},
+		{"negative exponent out of range once normalised", `0.1e-999999999`, "once normalised"},
 		{"single quote", `{'a':1}`, "expected a member name"},
 		{"trailing comma", `[1,]`, "unexpected character"},
 		{"object trailing comma", `{"a":1,}`, "expected a member name"},

@@ -403,7 +403,14 @@ func (p *parser) number() (string, error) {
 			exp = -exp
 		}
 	}
-	return canonicalNumber(neg, intPart, frac, exp), nil
+	num := canonicalNumber(neg, intPart, frac, exp)
+	// The exponent as written can be in range while the value's is not (10e999999999
+	// is 1e+1000000000): refuse what the canonical form could not be parsed back from,
+	// so that every canonical form is itself accepted.
+	if i := strings.IndexByte(num, 'e'); i >= 0 && len(num)-i-2 > maxExponentDigits {
+		return "", p.errorf("number exponent has more than %d digits once normalised", maxExponentDigits)
+	}
+	return num, nil
 }
 
 // canonicalNumber writes the value (-1)^neg × int.frac × 10^exp exactly.

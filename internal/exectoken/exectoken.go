@@ -64,7 +64,7 @@ type wireClaims struct {
 	Exp int64  `json:"exp"`
 }
 
-var b64 = base64.RawURLEncoding
+var b64 = base64.RawURLEncoding.Strict()
 
 // Mint signs c with key. The principal must be non-empty; the principal and session are
 // printable UTF-8 of at most 1024 bytes; Expires must be after IssuedAt.
