@@ -45,7 +45,7 @@ type BridgeOptions struct {
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// NoStateless turns off the stateless 2026-07-28 revision, which is
-	// otherwise served on the same endpoint beside the bridge's session (see
+	// otherwise served on the same endpoint beside the bridge's sessions (see
 	// StdioOptions.NoStateless); off, a 2026-07-28 MCP-Protocol-Version header
 	// is 400 and clients fall back to initialize.
 	NoStateless bool
@@ -155,16 +155,13 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		// still cannot send them: its Origin is refused.
 		allowed = append(allowed, addr.IP.String(), host)
 	}
-	store := newBridgeStore(turn, HandlerOptions{
+	store, err := newBridgeStore(turn, HandlerOptions{
 		ServerInfo: opts.ServerInfo, Instructions: opts.Instructions, Logger: logger, NoStateless: opts.NoStateless,
 	})
-	first, ref := store.reg.create(context.Background(), "")
-	if ref != refuseNone {
+	if err != nil {
 		_ = ln.Close()
-		return nil, errors.New("mcpserver: opening the bridge's first session")
+		return nil, err
 	}
-	first.release()
-	store.current = first
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize
@@ -174,7 +171,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		store: store,
 		turn:  turn,
 		id:    newSessionID(),
-		first: first.id,
+		first: store.current.id,
 		port:  port,
 		core: &httpCore{
 			path:         path,
@@ -262,12 +259,7 @@ func (b *Bridge) ID() string { return b.id }
 func (b *Bridge) SessionID() string { return b.first }
 
 // Sessions returns the number of live sessions.
-func (b *Bridge) Sessions() int {
-	g := b.store.reg
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return len(g.sessions)
-}
+func (b *Bridge) Sessions() int { return b.store.reg.live() }
 
 // Done is closed once the bridge stopped serving its listener: Close, or the
 // listener failed.
@@ -326,16 +318,25 @@ type bridgeStore struct {
 	given   bool         // an initialize has been given to current
 }
 
-func newBridgeStore(turn Turn, opts HandlerOptions) *bridgeStore {
+// newBridgeStore returns the sessions of a bridge serving turn, with its first
+// session open and current.
+func newBridgeStore(turn Turn, opts HandlerOptions) (*bridgeStore, error) {
 	shared := sharedTurn{turn}
 	opts.MaxSessions = BridgeMaxSessions
 	opts.MaxSessionsPerPrincipal = BridgeMaxSessions
 	opts.MaxSessionsWithoutTools = BridgeMaxSessions
 	opts.OpenTurn = func(context.Context, string) (Turn, error) { return shared, nil }
-	return &bridgeStore{
+	s := &bridgeStore{
 		reg:    newRegistry(opts, false),
 		modern: newConn(shared, opts.ServerInfo, opts.Instructions, opts.Logger, !opts.NoStateless),
 	}
+	first, ref := s.reg.create(context.Background(), "")
+	if ref != refuseNone {
+		return nil, errors.New("mcpserver: opening the bridge's first session")
+	}
+	first.release()
+	s.current = first
+	return s, nil
 }
 
 func (s *bridgeStore) lookup(ctx context.Context, id, principal string) *httpSession {

@@ -37,6 +37,18 @@ func catalogHashOf(rec *httptest.ResponseRecorder) string {
 	return m.Result.Meta[mcpserver.MetaCatalogHash]
 }
 
+// openBridge opens a loopback bridge without authorization on turn, closed
+// when the test ends.
+func openBridge(t *testing.T, turn mcpserver.Turn) *mcpserver.Bridge {
+	t.Helper()
+	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = b.Close() })
+	return b
+}
+
 func checkBridgeBookkeeping(t *testing.T, b *mcpserver.Bridge) {
 	t.Helper()
 	if err := mcpserver.CheckBridgeSessionBookkeeping(b); err != nil {
@@ -54,11 +66,7 @@ func checkBridgeBookkeeping(t *testing.T, b *mcpserver.Bridge) {
 // turn.
 func TestBridgeSessionsShareTheTurn(t *testing.T) {
 	turn := mcpservertest.NewTurn()
-	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBridge(t, turn)
 	first := initSession(t, b)
 	if first != b.SessionID() {
 		t.Fatalf("the first initialize opened %s, not the bridge's first session %s", first, b.SessionID())
@@ -67,16 +75,18 @@ func TestBridgeSessionsShareTheTurn(t *testing.T) {
 	if second == first {
 		t.Fatalf("a second initialize naming no session was served by the first session")
 	}
-	for _, sid := range []string{first, second, ""} {
-		rec := post(b, listBody, "Mcp-Session-Id", sid)
-		if sid == "" {
+	for _, tc := range []struct{ named, served string }{{first, first}, {second, second}, {"", second}} {
+		var rec *httptest.ResponseRecorder
+		if tc.named == "" {
 			rec = post(b, listBody)
+		} else {
+			rec = post(b, listBody, "Mcp-Session-Id", tc.named)
 		}
 		if rec.Code != http.StatusOK || catalogHashOf(rec) != mcpservertest.CatalogHash {
-			t.Errorf("tools/list in session %q: %d %s", sid, rec.Code, rec.Body)
+			t.Errorf("tools/list naming %q: %d %s", tc.named, rec.Code, rec.Body)
 		}
-		if want := sid; rec.Header().Get("Mcp-Session-Id") != want && !(sid == "" && rec.Header().Get("Mcp-Session-Id") == second) {
-			t.Errorf("tools/list naming %q answered in session %q", sid, rec.Header().Get("Mcp-Session-Id"))
+		if got := rec.Header().Get("Mcp-Session-Id"); got != tc.served {
+			t.Errorf("tools/list naming %q answered in session %q, want %q", tc.named, got, tc.served)
 		}
 	}
 	if rec := post(b, initBody, "Mcp-Session-Id", first); rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), "already initialized") {
@@ -142,11 +152,7 @@ func TestBridgeSessionsShareTheTurn(t *testing.T) {
 // session ends.
 func TestBridgeSessionCap(t *testing.T) {
 	turn := mcpservertest.NewTurn()
-	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBridge(t, turn)
 	var ids []string
 	for range mcpserver.BridgeMaxSessions + 1 {
 		ids = append(ids, initSession(t, b))
@@ -192,11 +198,7 @@ func TestBridgeSessionCap(t *testing.T) {
 // once each get a session of their own; exactly one of them is the bridge's
 // first session, and none is refused as a second initialize.
 func TestBridgeConcurrentInitializes(t *testing.T) {
-	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBridge(t, mcpservertest.NewTurn())
 	const n = 8
 	ids := make([]string, n)
 	var wg sync.WaitGroup
@@ -232,11 +234,7 @@ func TestBridgeConcurrentInitializes(t *testing.T) {
 // leaves no session half-open for the next one, which opens a session and
 // serves.
 func TestBridgeFailedInitialize(t *testing.T) {
-	b, err := mcpserver.NewBridge(mcpservertest.NewTurn(), mcpserver.BridgeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := openBridge(t, mcpservertest.NewTurn())
 	if rec := post(b, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":[1]}`); rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "-32602") {
 		t.Fatalf("initialize with array params: %d %s", rec.Code, rec.Body)
 	}

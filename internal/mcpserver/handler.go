@@ -168,11 +168,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.core.ServeHTTP(w, r) }
 
 // Sessions returns the number of live sessions.
-func (h *Handler) Sessions() int {
-	h.reg.mu.Lock()
-	defer h.reg.mu.Unlock()
-	return len(h.reg.sessions)
-}
+func (h *Handler) Sessions() int { return h.reg.live() }
 
 // Close ends every session and stops the idle reaper. Later initializes fail.
 func (h *Handler) Close() error {
@@ -219,6 +215,13 @@ func newRegistry(opts HandlerOptions, reap bool) *registry {
 		close(g.stopped)
 	}
 	return g
+}
+
+// live returns the number of live sessions.
+func (g *registry) live() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
 }
 
 // close ends every session and stops the reaper; later initializes are
