@@ -176,7 +176,7 @@ func (h *Handler) Close() error {
 	return nil
 }
 
-// registry holds a Handler's sessions. Every operation on it is O(1) apart from
+// registry holds a Handler's sessions, or a Bridge's. Every operation on it is O(1) apart from
 // reaping, which touches only the sessions it ends: idle sessions sit in two
 // least-recently-used lists (all of them, and their principal's), so neither
 // the cap nor the reaper ever scans the whole table. The lock is never held
@@ -253,7 +253,7 @@ type principalSessions struct {
 	idle list.List // its sessions with no request in flight, LRU first
 }
 
-// sessionSlot is a Handler session's bookkeeping; every field is guarded by
+// sessionSlot is a session's bookkeeping in its registry; every field is guarded by
 // registry.mu.
 type sessionSlot struct {
 	reg       *registry

@@ -38,7 +38,7 @@ type httpSession struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	log       *slog.Logger
-	// slot is the session's place in a Handler's registry (nil on a bridge).
+	// slot is the session's place in its registry (a Handler's or a Bridge's).
 	slot *sessionSlot
 
 	endOnce sync.Once
@@ -60,22 +60,13 @@ func newHTTPSession(turn Turn, principal string, info Implementation, instructio
 	}
 }
 
-// acquire marks the session in use by one request until release, so that a
-// Handler neither evicts nor reaps it meanwhile; false when the session ended
+// acquire marks the session in use by one request until release, so that its
+// registry neither evicts nor reaps it meanwhile; false when the session ended
 // (it may have been evicted or reaped since it was looked up).
-func (s *httpSession) acquire() bool {
-	if s.slot != nil {
-		return s.slot.acquire()
-	}
-	return !s.isEnded()
-}
+func (s *httpSession) acquire() bool { return s.slot.acquire() }
 
 // release ends the use acquire began.
-func (s *httpSession) release() {
-	if s.slot != nil {
-		s.slot.release(s)
-	}
-}
+func (s *httpSession) release() { s.slot.release(s) }
 
 func (s *httpSession) isEnded() bool {
 	select {
