@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the tests need into the git-ignored .cache folder: Go modules, Node.js 22
-# from npm's node@22 package, and the npm peers listed in testdata/npm/package.json; and,
+# from npm's node@22 package, and the npm peers listed in testdata/npm/package.json (into
+# $TOOLGATE_NPM_DIR when set, the folder the tests read them from; else .cache/npm); and,
 # when missing, Debian's postgresql package (the server binaries the PostgreSQL store
 # tests run, internal/testenv/postgres.go; nothing is started here).
 # Idempotent: a second run with nothing changed does no network work.
@@ -21,13 +22,18 @@ fi
 export PATH="$node_dir/node_modules/.bin:$PATH"
 node --version | grep -q '^v22\.' || { echo "deps: node 22 not found after install" >&2; exit 1; }
 
-peers="$cache/npm"
+peers="${TOOLGATE_NPM_DIR:-$cache/npm}"
 mkdir -p "$peers"
 if ! cmp -s "$root/testdata/npm/package.json" "$peers/package.json" || [ ! -d "$peers/node_modules" ]; then
-  echo "deps: npm peers" >&2
+  echo "deps: npm peers into $peers" >&2
   cp "$root/testdata/npm/package.json" "$peers/package.json"
   (cd "$peers" && npm install --no-audit --no-fund --loglevel=error >&2)
 fi
+# Both releases of the conformance suite name their executable "conformance", and npm
+# links whichever it installs last; the name stays the pinned release's
+# (@modelcontextprotocol/conformance), and the tests start the alias
+# (@modelcontextprotocol/conformance-next) by its path.
+ln -sfn ../@modelcontextprotocol/conformance/dist/index.js "$peers/node_modules/.bin/conformance"
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   echo "deps: postgresql (Debian package)" >&2
   if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

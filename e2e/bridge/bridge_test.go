@@ -165,8 +165,9 @@ func useTurn(t *testing.T, cs *mcp.ClientSession) {
 }
 
 // TestGoSDKOverHTTP: the Go SDK client connects to `toolgate bridge` with the
-// printed token, uses the turn, and closing the session (DELETE) ends the
-// command.
+// printed token and uses the turn; closing the session (DELETE) ends that
+// session, not the command (TestBridgeLivesForItsTurn), and SIGINT ends the
+// command with exit status 0.
 func TestGoSDKOverHTTP(t *testing.T) {
 	p := startBridge(t)
 	if !strings.HasPrefix(p.url, "http://127.0.0.1:") || !strings.HasSuffix(p.url, "/mcp") || p.token == "" {
@@ -182,7 +183,7 @@ func TestGoSDKOverHTTP(t *testing.T) {
 		t.Errorf("without token: %d", res.StatusCode)
 	}
 	// A client of the session-based era (the SDK asked for 2025-11-25, so it
-	// sends initialize instead of server/discover) ends the bridge with DELETE.
+	// sends initialize instead of server/discover).
 	tr := &mcp.StreamableClientTransport{Endpoint: p.url, HTTPClient: &http.Client{Transport: bearer{p.token}}, MaxRetries: -1}
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "e2e", Version: "1"}, nil).Connect(context.Background(), tr,
 		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
@@ -197,14 +198,17 @@ func TestGoSDKOverHTTP(t *testing.T) {
 	if err := cs.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-p.exited:
 		if err != nil {
-			t.Errorf("bridge exited with %v; stderr:\n%s", err, p.stderr)
+			t.Errorf("bridge exited with %v on SIGINT; stderr:\n%s", err, p.stderr)
 		}
 		p.exited <- err // for the cleanup
 	case <-time.After(10 * time.Second):
-		t.Errorf("bridge still running after the session was deleted")
+		t.Errorf("bridge still running 10 s after SIGINT")
 	}
 }
 
@@ -321,31 +325,5 @@ func TestBridgeNoAuthLoopback(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusForbidden {
 		t.Errorf("foreign Host: %d", res.StatusCode)
-	}
-}
-
-// TestConformance runs the official MCP conformance suite's server scenarios
-// against `toolgate bridge --no-auth` (the suite sends no token), one fresh
-// bridge per scenario, and logs what the suite printed.
-func TestConformance(t *testing.T) {
-	suite := testenv.NPMBin(t, "conformance")
-	env := testenv.NodeEnv(t)
-	for _, scenario := range []string{"server-initialize", "ping", "tools-list", "dns-rebinding-protection"} {
-		t.Run(scenario, func(t *testing.T) {
-			p := startBridge(t, "--no-auth")
-			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-			defer cancel()
-			cmd := exec.CommandContext(ctx, suite, "server", "--url", p.url, "--scenario", scenario)
-			cmd.Env = append(env, "NO_COLOR=1", "FORCE_COLOR=0")
-			cmd.Dir = t.TempDir()
-			out, err := cmd.CombinedOutput()
-			t.Logf("conformance server --scenario %s:\n%s", scenario, out)
-			if err != nil {
-				t.Fatalf("conformance failed: %v; bridge stderr:\n%s", err, p.stderr)
-			}
-			if !strings.Contains(string(out), " 0 failed") || strings.Contains(string(out), "FAILURE") {
-				t.Errorf("conformance reported failures")
-			}
-		})
 	}
 }

@@ -31,6 +31,7 @@ func httpTransport(url, token string) map[string]any {
 // bridgeProc is one running `toolgate bridge`.
 type bridgeProc struct {
 	url, token string
+	cmd        *exec.Cmd
 	stderr     *testenv.SyncBuffer
 	exited     chan error
 }
@@ -40,7 +41,7 @@ type bridgeProc struct {
 func startBridge(t *testing.T, data string, args ...string) *bridgeProc {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), append([]string{"bridge", "--data-dir", data}, args...)...)
-	p := &bridgeProc{stderr: &testenv.SyncBuffer{}, exited: make(chan error, 1)}
+	p := &bridgeProc{cmd: cmd, stderr: &testenv.SyncBuffer{}, exited: make(chan error, 1)}
 	cmd.Stderr = p.stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -116,8 +117,10 @@ func goHashOverStdioBridge(t *testing.T, data, principal string) string {
 // workspace, so its one allowed tool is toolgate.escalate: the session lists it
 // with the catalogHash the Go SDK sees for the same principal, is refused a tool
 // it may not use (tool_unavailable) and a schema-invalid call (invalid_arguments),
-// escalates (and is refused escalation_pending after), then DELETEs the session,
-// which ends the bridge command cleanly. A client with a wrong token or another
+// escalates (and is refused escalation_pending after), then DELETEs the session.
+// The bridge lives for its turn: the deleted id answers 404 unknown_session, a
+// second TypeScript client gets the bridge's next session on the same catalogue,
+// and SIGINT ends the command cleanly. A client with a wrong token or another
 // principal's token never gets in.
 func TestBridge(t *testing.T) {
 	c := newTSClient(t)
@@ -166,15 +169,38 @@ func TestBridge(t *testing.T) {
 	if !s.Steps[5].Terminated {
 		t.Errorf("DELETE: %+v", s.Steps[5])
 	}
-	// A bridge serves one turn: the DELETE ended it, and the command with it.
+	// A bridge serves one turn, to every session a client opens on it: the DELETE
+	// ended the session, not the bridge.
+	req, _ := http.NewRequest(http.MethodPost, b.url, strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+b.token)
+	req.Header.Set("Mcp-Session-Id", s.SessionID)
+	if res, err := http.DefaultClient.Do(req); err != nil {
+		t.Errorf("the deleted session: %v; bridge stderr:\n%s", err, b.stderr)
+	} else {
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		if res.StatusCode != http.StatusNotFound || !strings.Contains(string(body), "unknown_session") {
+			t.Errorf("the deleted session answers %d %s, want 404 unknown_session", res.StatusCode, body)
+		}
+	}
+	again := c.run(t, spec{Transport: httpTransport(b.url, b.token), Steps: []map[string]any{list(), closeOp()}})
+	mustOK(t, again, 2)
+	if again.SessionID == "" || again.SessionID == s.SessionID {
+		t.Errorf("the next session's id %q (the first was %q)", again.SessionID, s.SessionID)
+	}
+	checkList(t, again.Steps[0], []string{"toolgate.escalate"}, goHash)
+	if err := b.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case err := <-b.exited:
 		if err != nil {
-			t.Errorf("bridge exited with %v after the DELETE; stderr:\n%s", err, b.stderr)
+			t.Errorf("bridge exited with %v on SIGINT; stderr:\n%s", err, b.stderr)
 		}
 		b.exited <- err
 	case <-time.After(30 * time.Second):
-		t.Fatalf("bridge still running after the TypeScript client deleted its session")
+		t.Fatalf("bridge still running 30 s after SIGINT")
 	}
 	out := toolgate(t, data, "escalations", "ls", "--json")
 	if !strings.Contains(out, `"need a person"`) || !strings.Contains(out, `"alice"`) {

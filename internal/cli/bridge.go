@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,12 +15,17 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(30, newBridgeCmd) }
+
+// bridgeTestTools are registered in addition to the bridge's own tools; only tests
+// set it (to hold a call in flight across an interrupt).
+var bridgeTestTools []*kernel.Tool
 
 type bridgeFlags struct {
 	principal    string
@@ -36,15 +42,17 @@ func newBridgeCmd(env *Env) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bridge",
 		Short: "Open one turn's MCP bridge for a principal and serve it until interrupted",
-		Long: `toolgate bridge resolves the principal's permitted catalogue once and serves it as
-one MCP session over Streamable HTTP (default) or stdio (--stdio).
+		Long: `toolgate bridge resolves the principal's permitted catalogue once and serves that one
+turn over Streamable HTTP (default) or stdio (--stdio) until it is interrupted (Ctrl-C,
+SIGTERM), or with --stdio until its input ends.
 
 Over HTTP it prints the bridge URL as the first line of stdout and, unless --no-auth, an
 execution token as the second; clients send it as "Authorization: Bearer <token>". Both
-protocol eras are served on the one endpoint: a 2025 client's initialize opens the
-bridge's single session, and the bridge then ends when that client deletes it; a
-stateless 2026-07-28 client never deletes anything, so the bridge serves until
-interrupted. --no-auth drops the token check and is refused unless the listen address is
+protocol eras are served on the one endpoint, all on the same turn (one catalogue, one
+catalogHash): each 2025 client's initialize opens a session of its own (at most 16 live at
+once), a DELETE ends that session only, and a stateless 2026-07-28 client needs none. An
+interrupt cancels the calls still running, records each one as cancelled_by_shutdown and
+exits. --no-auth drops the token check and is refused unless the listen address is
 loopback. The URL names the address bound (for 0.0.0.0 or [::], the loopback address of
 that family); listening beyond loopback is announced on stderr, and other machines reach a
 wildcard bind only under a name given with --allow-host.
@@ -144,6 +152,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	defer closeWS()
+	tools = append(tools, bridgeTestTools...)
 	a, err := env.openApp(ctx, dataDir, tools, log)
 	if err != nil {
 		return err
@@ -161,23 +170,20 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 
 	if f.stdio {
 		defer turn.Close()
-		err := mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Instructions: app.Instructions, Logger: log})
-		if err != nil && ctx.Err() == nil {
-			return fmt.Errorf("serving MCP over stdio: %w", err)
-		}
-		return nil
+		return serveBridgeStdio(ctx, env, a, turn, mcpserver.StdioOptions{ServerInfo: info, Instructions: app.Instructions, Logger: log})
 	}
 
 	opts := mcpserver.BridgeOptions{Host: host, Port: port, ServerInfo: info, Instructions: app.Instructions, Logger: log, AllowedHosts: f.allowHosts}
-	// Only this bridge's own token opens it: one minted for another bridge of the
-	// same principal (perhaps with other --capability values) or for toolgate serve
-	// does not (app.BridgeSessionPrefix). The session id exists once the bridge
-	// does; until then no token is accepted.
-	var sessionID atomic.Pointer[string]
+	// Only this bridge's own token opens it, whichever of its sessions a request
+	// names: one minted for another bridge of the same principal (perhaps with
+	// other --capability values) or for toolgate serve does not
+	// (app.BridgeSessionPrefix, with the bridge's id). The id exists once the
+	// bridge does; until then no token is accepted.
+	var bridgeID atomic.Pointer[string]
 	if !f.noAuth {
 		principal := f.principal
 		opts.Authorize = func(token string, present bool) bool {
-			id := sessionID.Load()
+			id := bridgeID.Load()
 			return id != nil && a.BridgeAuthorizer(principal, *id)(token, present)
 		}
 	}
@@ -186,12 +192,12 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		_ = turn.Close()
 		return err
 	}
-	defer b.Close() // ends the session, which closes the turn
-	sid := b.SessionID()
-	sessionID.Store(&sid)
+	defer b.Close() // ends the sessions and closes the turn
+	bid := b.ID()
+	bridgeID.Store(&bid)
 	token := ""
 	if !f.noAuth {
-		if token, err = a.MintBridgeToken(f.principal, b.SessionID(), int(f.ttl/time.Second)); err != nil {
+		if token, err = a.MintBridgeToken(f.principal, bid, int(f.ttl/time.Second)); err != nil {
 			return fmt.Errorf("minting the bridge token: %w", err)
 		}
 	}
@@ -207,9 +213,41 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 			return fmt.Errorf("printing the bridge token: %w", err)
 		}
 	}
+	// The bridge lives for its turn: clients come and go (a DELETE ends one
+	// session, an initialize opens the next) until an interrupt. Then the kernel
+	// cancels the calls still running and records each one's outcome
+	// (cancelled_by_shutdown), their answers are sent, and only then do the
+	// sessions, the turn and the listener close; the store closes last (a.Close).
 	select {
 	case <-ctx.Done():
 	case <-b.Done():
+		a.Shutdown()
+		return errors.New("the bridge's listener stopped")
+	}
+	a.Shutdown()
+	return b.Close()
+}
+
+// serveBridgeStdio serves the turn over stdin/stdout until the input ends (after
+// answering what was read) or an interrupt. The server runs on a context of its
+// own, so that an interrupt never cancels a call before the kernel has: the
+// kernel cancels the calls still running and records each one
+// (cancelled_by_shutdown), and only then is the server stopped.
+func serveBridgeStdio(ctx context.Context, env *Env, a *app.App, turn mcpserver.Turn, opts mcpserver.StdioOptions) error {
+	serveCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	defer stop()
+	served := make(chan error, 1)
+	go func() { served <- mcpserver.ServeStdio(serveCtx, env.In, env.Out, turn, opts) }()
+	var err error
+	select {
+	case err = <-served:
+	case <-ctx.Done():
+		a.Shutdown()
+		stop()
+		err = <-served
+	}
+	if err != nil && serveCtx.Err() == nil {
+		return fmt.Errorf("serving MCP over stdio: %w", err)
 	}
 	return nil
 }

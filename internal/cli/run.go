@@ -57,7 +57,9 @@ private temporary folder (0700), and runs CMD with the terminal passed through, 
 at that file through the harness's own flags or environment:
 
 ` + launchHelp() + `
-When CMD exits the bridge closes (its session id then answers 404 unknown_session), the
+The bridge lives for the turn: the harness may end its session (DELETE) and initialize
+again, and gets the bridge's next session on the same catalogue. When CMD exits the
+bridge closes (every session id it issued then answers 404 unknown_session), the
 folder is removed, and the turn's outcome (completed, escalated, failed) and audit
 summary are printed on stderr. toolgate exits with CMD's exit code.
 
@@ -196,15 +198,16 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 			reportPublished(env.Err, h, f.name, list)
 		}
 		principal := f.principal
-		// Only this bridge's own token opens it (app.BridgeSessionPrefix); the session
-		// id exists once the bridge does.
-		var sessionID atomic.Pointer[string]
+		// Only this bridge's own token opens it, in whichever of its sessions
+		// (app.BridgeSessionPrefix, with the bridge's id); the id exists once the
+		// bridge does.
+		var bridgeID atomic.Pointer[string]
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
 			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
 			Instructions: app.Instructions,
 			Logger:       log,
 			Authorize: func(token string, present bool) bool {
-				id := sessionID.Load()
+				id := bridgeID.Load()
 				return id != nil && a.BridgeAuthorizer(principal, *id)(token, present)
 			},
 		})
@@ -213,9 +216,9 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 			return err
 		}
 		defer bridge.Close()
-		sid := bridge.SessionID()
-		sessionID.Store(&sid)
-		tok, err := a.MintBridgeToken(f.principal, bridge.SessionID(), int(runTTL/time.Second))
+		bid := bridge.ID()
+		bridgeID.Store(&bid)
+		tok, err := a.MintBridgeToken(f.principal, bid, int(runTTL/time.Second))
 		if err != nil {
 			return fmt.Errorf("minting the bridge token: %w", err)
 		}
@@ -241,7 +244,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 
 	// The turn is over: calls the harness left running are cancelled and recorded
 	// (cancelled_by_shutdown) by the kernel before the bridge goes, then the bridge
-	// closes (its session id answers 404 from now on).
+	// closes (every session id it issued answers 404 from now on).
 	var outcome app.Outcome
 	turnID := ""
 	if bridge != nil {

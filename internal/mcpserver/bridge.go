@@ -45,7 +45,7 @@ type BridgeOptions struct {
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
 	// NoStateless turns off the stateless 2026-07-28 revision, which is
-	// otherwise served on the same endpoint beside the bridge's session (see
+	// otherwise served on the same endpoint beside the bridge's sessions (see
 	// StdioOptions.NoStateless); off, a 2026-07-28 MCP-Protocol-Version header
 	// is 400 and clients fall back to initialize.
 	NoStateless bool
@@ -66,16 +66,35 @@ type BridgeOptions struct {
 	Logger *slog.Logger
 }
 
-// Bridge is one turn's Streamable HTTP server: a loopback listener serving one
-// session whose id is fixed when the bridge is created. Requests that name no
-// session are served by it too (the seed's curl walk-through sends none); a
-// request naming any other id, or this one after the session ended, gets 404
-// unknown_session. Stateless 2026-07-28 requests are served by the same turn
-// without a session (unless NoStateless); such a client never sends DELETE, so
-// the bridge then lives until Close.
+// BridgeMaxSessions caps a bridge's live sessions. A bridge serves one harness
+// run, which opens one session (a harness that reconnects, or a test suite,
+// opens a few in turn, each ending the last with DELETE); 16 at once is far
+// beyond that, yet bounds what a client holding the token can make the bridge
+// keep. An initialize at the cap ends the least recently used session with no
+// request in flight; with every session busy it is refused 503
+// too_many_sessions (docs/http-contract.md, "Bridge sessions").
+const BridgeMaxSessions = 16
+
+// Bridge is one turn's Streamable HTTP server: a listener serving the Turn it
+// was opened with until Close, to any number of sessions over its life and at
+// most BridgeMaxSessions at once, every one of them on that Turn (one
+// catalogue, one catalogHash, one executionId, one outcome).
+//
+// The bridge opens its first session when it starts (SessionID); requests that
+// name no session are served by its current session, which is that one until
+// an initialize naming no session opens another. The first such initialize is
+// the first session's own; every later one opens the bridge's next session,
+// which becomes the current one, while the sessions opened before stay live
+// for the clients that name them. A DELETE ends one session (its id then
+// answers 404 unknown_session) and leaves the bridge serving; a second
+// initialize naming a live session is refused. Stateless 2026-07-28 requests
+// are served on the same Turn without a session (unless NoStateless).
 type Bridge struct {
 	core    *httpCore
-	sess    *httpSession
+	store   *bridgeStore
+	turn    Turn
+	id      string
+	first   string
 	srv     *http.Server
 	url     string
 	port    int
@@ -136,27 +155,34 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		// still cannot send them: its Origin is refused.
 		allowed = append(allowed, addr.IP.String(), host)
 	}
-	sess := newHTTPSession(turn, "", opts.ServerInfo, opts.Instructions, logger, !opts.NoStateless)
-	// Every client holding the token shares the one session, and a harness that
-	// reconnects initializes again: a later initialize renegotiates.
-	sess.conn.reinitialize = true
+	store, err := newBridgeStore(turn, HandlerOptions{
+		ServerInfo: opts.ServerInfo, Instructions: opts.Instructions, Logger: logger, NoStateless: opts.NoStateless,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return nil, err
+	}
 	var authn func(string, bool) (string, bool)
 	if opts.Authorize != nil {
 		authorize := opts.Authorize
 		authn = func(token string, present bool) (string, bool) { return "", authorize(token, present) }
 	}
 	b := &Bridge{
-		sess: sess,
-		port: port,
+		store: store,
+		turn:  turn,
+		id:    newSessionID(),
+		first: store.current.id,
+		port:  port,
 		core: &httpCore{
 			path:         path,
 			guard:        newGuard(allowed),
 			authenticate: authn,
 			limits:       rpcwire.Limits{MaxBytes: int(maxBody)},
 			maxBody:      maxBody,
-			store:        &bridgeStore{sess: sess},
+			store:        store,
 			log:          logger,
 			stateless:    !opts.NoStateless,
+			retryAfter:   store.reg.retryAfter,
 			inflight:     newInflightLimit(bridgeMaxInFlight),
 			keepAlive:    keepAlive,
 			writeTimeout: writeTimeout,
@@ -223,19 +249,31 @@ func (b *Bridge) Addr() *net.TCPAddr { return b.addr }
 // only.
 func (b *Bridge) Loopback() bool { return b.addr.IP.IsLoopback() }
 
-// SessionID is the bridge's one session id, sent as mcp-session-id.
-func (b *Bridge) SessionID() string { return b.sess.id }
+// ID identifies the bridge for its whole life, whatever sessions it serves:
+// what a token minted for this bridge alone names. It is never sent on the
+// wire.
+func (b *Bridge) ID() string { return b.id }
 
-// Done is closed once the session ended (a DELETE, or Close).
-func (b *Bridge) Done() <-chan struct{} { return b.sess.ended }
+// SessionID is the id of the bridge's first session, opened when the bridge
+// started; it answers 404 unknown_session once that session ended.
+func (b *Bridge) SessionID() string { return b.first }
 
-// ServeHTTP serves the bridge's route on another server too; after the session
-// ended it keeps answering 404 unknown_session.
+// Sessions returns the number of live sessions.
+func (b *Bridge) Sessions() int { return b.store.reg.live() }
+
+// Done is closed once the bridge stopped serving its listener: Close, or the
+// listener failed.
+func (b *Bridge) Done() <-chan struct{} { return b.served }
+
+// ServeHTTP serves the bridge's route on another server too; after Close it
+// keeps answering 404 unknown_session.
 func (b *Bridge) ServeHTTP(w http.ResponseWriter, r *http.Request) { b.core.ServeHTTP(w, r) }
 
-// Close ends the session (cancelling calls in flight and closing the Turn when it
-// is an io.Closer) and stops the listener, waiting up to five seconds for
-// requests in flight to finish.
+// Close ends every session (cancelling the calls in flight), closes the Turn
+// when it is an io.Closer, and stops the listener, waiting up to five seconds
+// for requests in flight to write their answers. To have the calls recorded as
+// cut by a shutdown rather than by their session, shut the kernel down first
+// (toolgate bridge and toolgate run do).
 func (b *Bridge) Close() error {
 	b.closeMu.Lock()
 	if b.closed {
@@ -244,7 +282,10 @@ func (b *Bridge) Close() error {
 	}
 	b.closed = true
 	b.closeMu.Unlock()
-	b.sess.end()
+	b.store.close()
+	if err := closeTurn(b.turn); err != nil {
+		b.core.log.Warn("closing a turn", "err", err)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := b.srv.Shutdown(ctx)
@@ -258,35 +299,103 @@ func (b *Bridge) Close() error {
 	return nil
 }
 
-type bridgeStore struct{ sess *httpSession }
+// sharedTurn is the bridge's Turn as each of its sessions holds it: neither an
+// io.Closer (ending a session leaves the turn to the others; Bridge.Close
+// closes it) nor a StaleTurn (a bridge's sessions serve the one turn they were
+// opened for; the kernel still decides every call by the current grants).
+type sharedTurn struct{ Turn }
 
-func (s *bridgeStore) lookup(_ context.Context, id, principal string) *httpSession {
-	if id != s.sess.id || s.sess.isEnded() || principal != s.sess.principal {
+// bridgeStore is a Bridge's sessions: a registry whose every session is served
+// by the bridge's one Turn, plus the current session that serves requests
+// naming none.
+type bridgeStore struct {
+	reg *registry
+	// modern serves the 2026-07-28 requests that name no session.
+	modern *conn
+
+	mu      sync.Mutex
+	current *httpSession // nil once it ended, until an initialize opens another
+	given   bool         // an initialize has been given to current
+}
+
+// newBridgeStore returns the sessions of a bridge serving turn, with its first
+// session open and current.
+func newBridgeStore(turn Turn, opts HandlerOptions) (*bridgeStore, error) {
+	shared := sharedTurn{turn}
+	opts.MaxSessions = BridgeMaxSessions
+	opts.MaxSessionsPerPrincipal = BridgeMaxSessions
+	opts.MaxSessionsWithoutTools = BridgeMaxSessions
+	opts.OpenTurn = func(context.Context, string) (Turn, error) { return shared, nil }
+	s := &bridgeStore{
+		reg:    newRegistry(opts, false),
+		modern: newConn(shared, opts.ServerInfo, opts.Instructions, opts.Logger, !opts.NoStateless),
+	}
+	first, ref := s.reg.create(context.Background(), "")
+	if ref != refuseNone {
+		return nil, errors.New("mcpserver: opening the bridge's first session")
+	}
+	first.release()
+	s.current = first
+	return s, nil
+}
+
+func (s *bridgeStore) lookup(ctx context.Context, id, principal string) *httpSession {
+	return s.reg.lookup(ctx, id, principal)
+}
+
+func (s *bridgeStore) implicit(_ string, initialize bool) *httpSession {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	cur := s.current
+	if cur == nil || cur.isEnded() {
+		s.current = nil
 		return nil
 	}
-	return s.sess
-}
-
-func (s *bridgeStore) implicit(string) *httpSession {
-	if s.sess.isEnded() {
-		return nil
+	if initialize {
+		if s.given || cur.conn.isInitialized() {
+			return nil // the initialize opens the next session
+		}
+		s.given = true
 	}
-	return s.sess
+	return cur
 }
 
-func (s *bridgeStore) create(context.Context, string) (*httpSession, refusal) {
-	return nil, refuseUnknownSession
+func (s *bridgeStore) create(ctx context.Context, principal string) (*httpSession, refusal) {
+	sess, ref := s.reg.create(ctx, principal)
+	if ref == refuseNone {
+		s.mu.Lock()
+		s.current, s.given = sess, true
+		s.mu.Unlock()
+	}
+	return sess, ref
 }
 
-func (s *bridgeStore) remove(*httpSession) {}
-
-func (s *bridgeStore) creates() bool { return false }
+func (s *bridgeStore) remove(sess *httpSession) {
+	s.reg.remove(sess)
+	s.mu.Lock()
+	if s.current == sess {
+		s.current = nil
+	}
+	s.mu.Unlock()
+}
 
 func (s *bridgeStore) stateless(context.Context, string) (*conn, func(), refusal) {
-	if s.sess.isEnded() {
+	s.reg.mu.Lock()
+	closed := s.reg.closed
+	s.reg.mu.Unlock()
+	if closed {
 		return nil, nil, refuseUnknownSession
 	}
-	return s.sess.conn, func() {}, refuseNone
+	return s.modern, func() {}, refuseNone
+}
+
+// close ends every session and the stateless requests in flight.
+func (s *bridgeStore) close() {
+	s.reg.close()
+	s.modern.close()
+	s.mu.Lock()
+	s.current = nil
+	s.mu.Unlock()
 }
 
 // StaticToken returns an Authorize function accepting exactly token, compared in

@@ -3,9 +3,10 @@
 // handling through rpcwire, and the DNS-rebinding and size protections on top. It owns
 // no policy: every tools/list and tools/call is handed to a Turn.
 //
-// Entry points: NewBridge (one turn, one session, a loopback listener), NewHandler (a
-// session per initialize, each with its own Turn, for the daemon), ServeStdio, and
-// Guard (the Host/Origin/Content-Type checks as middleware for other routes). Every
+// Entry points: NewBridge (one turn for every session it opens, a loopback
+// listener), NewHandler (a session per initialize, each with its own Turn, for the
+// daemon), ServeStdio, and Guard (the Host/Origin/Content-Type checks as middleware
+// for other routes). Every
 // entry point serves both eras on one endpoint or stream: the session-based protocol
 // versions 2024-11-05 to 2025-11-25 (selected by initialize) and the stateless
 // 2026-07-28 revision (selected by per-request _meta or server/discover), unless its

@@ -6,8 +6,12 @@ import "fmt"
 // every principal's count is its live sessions (when no initialize is opening a
 // Turn), no principal is remembered without one, and the idle lists hold
 // exactly the idle sessions, in idle order. Tests call it between steps.
-func CheckSessionBookkeeping(h *Handler) error {
-	g := h.reg
+func CheckSessionBookkeeping(h *Handler) error { return checkRegistry(h.reg) }
+
+// CheckBridgeSessionBookkeeping is CheckSessionBookkeeping for a Bridge.
+func CheckBridgeSessionBookkeeping(b *Bridge) error { return checkRegistry(b.store.reg) }
+
+func checkRegistry(g *registry) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	perPrincipal := map[string]int{}

@@ -144,14 +144,7 @@ func NewHandler(opts HandlerOptions) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	reg := &registry{
-		opts:     opts,
-		sessions: map[string]*httpSession{},
-		owners:   map[string]*principalSessions{},
-		stop:     make(chan struct{}),
-		stopped:  make(chan struct{}),
-	}
-	go reg.reap()
+	reg := newRegistry(opts, true)
 	return &Handler{
 		reg: reg,
 		core: &httpCore{
@@ -175,39 +168,15 @@ func NewHandler(opts HandlerOptions) *Handler {
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.core.ServeHTTP(w, r) }
 
 // Sessions returns the number of live sessions.
-func (h *Handler) Sessions() int {
-	h.reg.mu.Lock()
-	defer h.reg.mu.Unlock()
-	return len(h.reg.sessions)
-}
+func (h *Handler) Sessions() int { return h.reg.live() }
 
 // Close ends every session and stops the idle reaper. Later initializes fail.
 func (h *Handler) Close() error {
-	g := h.reg
-	g.mu.Lock()
-	if g.closed {
-		g.mu.Unlock()
-		return nil
-	}
-	g.closed = true
-	all := make([]*httpSession, 0, len(g.sessions))
-	for _, s := range g.sessions {
-		s.slot.gone = true
-		all = append(all, s)
-	}
-	g.sessions = map[string]*httpSession{}
-	g.owners = map[string]*principalSessions{}
-	g.idle.Init()
-	g.mu.Unlock()
-	close(g.stop)
-	<-g.stopped
-	for _, s := range all {
-		s.end()
-	}
+	h.reg.close()
 	return nil
 }
 
-// registry holds a Handler's sessions. Every operation on it is O(1) apart from
+// registry holds a Handler's sessions, or a Bridge's. Every operation on it is O(1) apart from
 // reaping, which touches only the sessions it ends: idle sessions sit in two
 // least-recently-used lists (all of them, and their principal's), so neither
 // the cap nor the reaper ever scans the whole table. The lock is never held
@@ -229,13 +198,62 @@ type registry struct {
 	stopped  chan struct{}
 }
 
+// newRegistry returns an empty registry; with reap, a goroutine ends sessions
+// idle for opts.IdleTimeout until close (a Handler). A Bridge's sessions live
+// until they are deleted, evicted at the cap, or the bridge closes.
+func newRegistry(opts HandlerOptions, reap bool) *registry {
+	g := &registry{
+		opts:     opts,
+		sessions: map[string]*httpSession{},
+		owners:   map[string]*principalSessions{},
+		stop:     make(chan struct{}),
+		stopped:  make(chan struct{}),
+	}
+	if reap {
+		go g.reap()
+	} else {
+		close(g.stopped)
+	}
+	return g
+}
+
+// live returns the number of live sessions.
+func (g *registry) live() int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return len(g.sessions)
+}
+
+// close ends every session and stops the reaper; later initializes are
+// refused. Safe to call more than once.
+func (g *registry) close() {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		return
+	}
+	g.closed = true
+	all := make([]*httpSession, 0, len(g.sessions))
+	for _, s := range g.sessions {
+		s.slot.gone = true
+		all = append(all, s)
+	}
+	g.sessions = map[string]*httpSession{}
+	g.owners = map[string]*principalSessions{}
+	g.idle.Init()
+	g.mu.Unlock()
+	close(g.stop)
+	<-g.stopped
+	endAll(all)
+}
+
 // principalSessions is one principal's share of the registry.
 type principalSessions struct {
 	live int       // sessions plus reserved initializes, at most the quota
 	idle list.List // its sessions with no request in flight, LRU first
 }
 
-// sessionSlot is a Handler session's bookkeeping; every field is guarded by
+// sessionSlot is a session's bookkeeping in its registry; every field is guarded by
 // registry.mu.
 type sessionSlot struct {
 	reg       *registry
@@ -325,9 +343,9 @@ func (g *registry) lookup(ctx context.Context, id, principal string) *httpSessio
 	return s
 }
 
-func (g *registry) implicit(string) *httpSession { return nil }
-
-func (g *registry) creates() bool { return true }
+// implicit is nil: a Handler serves no request that names no session but the
+// initialize that opens one.
+func (g *registry) implicit(string, bool) *httpSession { return nil }
 
 // stateless opens a Turn for one 2026-07-28 request and closes it afterwards:
 // that era has no sessions, so nothing is kept between requests.

@@ -14,9 +14,10 @@ import (
 // tools/list and tools/call only once an initialize succeeded on it: a Turn is
 // never asked anything on behalf of a client that skipped the handshake. initialize cannot be batched
 // (2025-03-26 forbids it, and a batch's requests run side by side, so a call
-// batched behind it would run before the handshake), and a second one is
-// refused, except on a bridge, whose one session every client holding its
-// token shares and a harness that reconnects initializes again. A request that
+// batched behind it would run before the handshake), and a second one on the
+// same connection or session is refused: a client that starts over sends its
+// initialize naming no session, which opens a new one (a Handler's, or a
+// Bridge's next session on its turn). A request that
 // identifies itself as 2026-07-28 (its _meta protocol version, or
 // server/discover) needs no handshake. Requests after initialize but before
 // notifications/initialized are served, as the protocol allows; the server
@@ -82,7 +83,7 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 		caps = nil
 	}
 	c.mu.Lock()
-	if c.initialized && !c.reinitialize {
+	if c.initialized {
 		c.mu.Unlock()
 		return nil, rpcwire.InvalidRequest("the session is already initialized")
 	}
@@ -107,4 +108,11 @@ func (c *conn) initializedNotice() {
 	if c.initialized {
 		c.ready = true
 	}
+}
+
+// isInitialized reports whether an initialize succeeded on the connection.
+func (c *conn) isInitialized() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.initialized
 }

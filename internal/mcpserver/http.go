@@ -38,7 +38,7 @@ type httpSession struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	log       *slog.Logger
-	// slot is the session's place in a Handler's registry (nil on a bridge).
+	// slot is the session's place in its registry (a Handler's or a Bridge's).
 	slot *sessionSlot
 
 	endOnce sync.Once
@@ -60,22 +60,13 @@ func newHTTPSession(turn Turn, principal string, info Implementation, instructio
 	}
 }
 
-// acquire marks the session in use by one request until release, so that a
-// Handler neither evicts nor reaps it meanwhile; false when the session ended
+// acquire marks the session in use by one request until release, so that its
+// registry neither evicts nor reaps it meanwhile; false when the session ended
 // (it may have been evicted or reaped since it was looked up).
-func (s *httpSession) acquire() bool {
-	if s.slot != nil {
-		return s.slot.acquire()
-	}
-	return !s.isEnded()
-}
+func (s *httpSession) acquire() bool { return s.slot.acquire() }
 
 // release ends the use acquire began.
-func (s *httpSession) release() {
-	if s.slot != nil {
-		s.slot.release(s)
-	}
-}
+func (s *httpSession) release() { s.slot.release(s) }
 
 func (s *httpSession) isEnded() bool {
 	select {
@@ -101,21 +92,21 @@ func (s *httpSession) end() {
 	})
 }
 
-// sessionStore is how the HTTP core finds sessions: a Bridge has exactly one, a
-// Handler one per initialize.
+// sessionStore is how the HTTP core finds sessions: a Handler opens one with a
+// Turn of its own per initialize, a Bridge opens them all on its one Turn.
 type sessionStore interface {
 	// lookup returns the live session with this id owned by principal, or nil.
 	lookup(ctx context.Context, id, principal string) *httpSession
-	// implicit returns the session serving requests that name none, or nil.
-	implicit(principal string) *httpSession
+	// implicit returns the session serving a request that names none, or nil.
+	// For an initialize (initialize true) it returns only a session no
+	// initialize has been given yet, which it then counts as given: the
+	// initialize opens that session rather than a new one.
+	implicit(principal string, initialize bool) *httpSession
 	// create opens a new session for an initialize that named none, already
 	// acquired for that request.
 	create(ctx context.Context, principal string) (*httpSession, refusal)
 	// remove forgets an ended session.
 	remove(s *httpSession)
-	// creates reports whether initialize opens new sessions (a Handler) or a
-	// missing session means the only one has ended (a Bridge).
-	creates() bool
 	// stateless returns the protocol state serving one 2026-07-28 request that
 	// names no session, and a function to call once it is answered.
 	stateless(ctx context.Context, principal string) (*conn, func(), refusal)
@@ -248,7 +239,7 @@ func (c *httpCore) authorize(r *http.Request) (string, bool) {
 
 func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, principal string) {
 	if sess == nil {
-		sess = c.store.implicit(principal)
+		sess = c.store.implicit(principal, false)
 	}
 	if sess == nil {
 		writeRefusal(w, refuseUnknownSession)
@@ -268,25 +259,16 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 			return
 		}
 		c.log.Debug("reading a request body", "err", err)
-		writeRPCError(w, sessionIDOf(sess), jsonrpc.ID{}, rpcwire.ParseError("body could not be read"))
+		writeRPCError(w, c.sessionIDFor(sess, principal), jsonrpc.ID{}, rpcwire.ParseError("body could not be read"))
 		return
-	}
-	if sess == nil {
-		if sess = c.store.implicit(principal); sess != nil {
-			if !sess.acquire() {
-				sess = nil
-			} else {
-				defer sess.release()
-			}
-		}
 	}
 	body, rpcErr := c.limits.Decode(data)
 	if rpcErr != nil {
-		writeRPCError(w, sessionIDOf(sess), jsonrpc.ID{}, rpcErr)
+		writeRPCError(w, c.sessionIDFor(sess, principal), jsonrpc.ID{}, rpcErr)
 		return
 	}
 	if !body.Batch && body.Items[0].Err != nil {
-		writeRPCError(w, sessionIDOf(sess), body.Items[0].ID, body.Items[0].Err)
+		writeRPCError(w, c.sessionIDFor(sess, principal), body.Items[0].ID, body.Items[0].Err)
 		return
 	}
 	if c.stateless && !body.Batch && body.Items[0].Msg != nil {
@@ -298,10 +280,15 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		}
 	}
 	if sess == nil {
-		if !c.store.creates() {
-			writeRefusal(w, refuseUnknownSession)
-			return
+		if sess = c.store.implicit(principal, opensSession(body)); sess != nil {
+			if !sess.acquire() {
+				sess = nil
+			} else {
+				defer sess.release()
+			}
 		}
+	}
+	if sess == nil {
 		if !opensSession(body) {
 			writeRefusal(w, refuseMissingSession)
 			return
@@ -343,6 +330,16 @@ func sessionIDOf(s *httpSession) string {
 		return ""
 	}
 	return s.id
+}
+
+// sessionIDFor is the mcp-session-id of the answer to a body that could not be
+// read as JSON-RPC: the session it named, else the one serving requests that
+// name none (a Bridge's), else none.
+func (c *httpCore) sessionIDFor(sess *httpSession, principal string) string {
+	if sess == nil {
+		sess = c.store.implicit(principal, false)
+	}
+	return sessionIDOf(sess)
 }
 
 // opensSession reports whether b is what opens a Handler session: one

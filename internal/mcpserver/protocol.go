@@ -50,9 +50,6 @@ type conn struct {
 	// stateless enables the 2026-07-28 revision; off, its requests are read as
 	// older-era messages (server/discover is then an unknown method).
 	stateless bool
-	// reinitialize lets a later initialize renegotiate the session instead of
-	// being refused (see handshake.go).
-	reinitialize bool
 
 	mu         sync.Mutex
 	version    string

@@ -180,9 +180,15 @@ func TestSDKClientHTTP(t *testing.T) {
 				if err := cs.Close(); err != nil {
 					t.Errorf("close: %v", err)
 				}
-				<-b.Done() // the SDK's DELETE ended the session
-				if turn.Closed() != 1 {
-					t.Errorf("turn closed %d times", turn.Closed())
+				// The SDK's DELETE ended its session, not the bridge or its turn.
+				if rec := post(b, `{"jsonrpc":"2.0","id":9,"method":"ping"}`, "Mcp-Session-Id", b.SessionID(), "Authorization", "Bearer tok-123"); rec.Code != http.StatusNotFound {
+					t.Errorf("the deleted session answers %d %s", rec.Code, rec.Body)
+				}
+				if b.Sessions() != 0 || turn.Closed() != 0 {
+					t.Errorf("after DELETE: %d sessions, turn closed %d times", b.Sessions(), turn.Closed())
+				}
+				if err := b.Close(); err != nil || turn.Closed() != 1 {
+					t.Errorf("Close: %v; turn closed %d times", err, turn.Closed())
 				}
 			})
 		}

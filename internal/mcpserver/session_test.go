@@ -269,39 +269,6 @@ func TestBridgeCloseCancelsCalls(t *testing.T) {
 	}
 }
 
-// TestBridgeDeleteEndsSession: DELETE closes Done and the turn; the listener
-// stays to answer 404 until Close.
-func TestBridgeDeleteEndsSession(t *testing.T) {
-	turn := mcpservertest.NewTurn()
-	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
-	req, _ := http.NewRequest(http.MethodDelete, b.URL(), nil)
-	req.Header.Set("Mcp-Session-Id", b.SessionID())
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 200 || res.Header.Get("Mcp-Session-Id") != "" {
-		t.Errorf("DELETE: %d %q", res.StatusCode, res.Header.Get("Mcp-Session-Id"))
-	}
-	<-b.Done()
-	if turn.Closed() != 1 {
-		t.Errorf("turn closed %d times", turn.Closed())
-	}
-	res, err = http.Post(b.URL(), "application/json", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"ping"}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	res.Body.Close()
-	if res.StatusCode != 404 {
-		t.Errorf("after DELETE: %d", res.StatusCode)
-	}
-}
-
 func TestGuardMiddleware(t *testing.T) {
 	next := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(299) })
 	g := mcpserver.Guard(next, []string{"gw.internal", "10.0.0.5:7077"})

@@ -58,6 +58,19 @@ func NPMBin(t testing.TB, name string) string {
 	return p
 }
 
+// NPMPackageFile returns the path of file rel inside the npm peer pkg
+// (node_modules/PKG/REL): for a package installed under an npm alias, whose
+// executable shares its name with another package's and so has no
+// node_modules/.bin entry of its own.
+func NPMPackageFile(t testing.TB, pkg, rel string) string {
+	t.Helper()
+	p := filepath.Join(NPMDir(t), "node_modules", filepath.FromSlash(pkg), filepath.FromSlash(rel))
+	if _, err := os.Stat(p); err != nil {
+		missing(t, "npm peer %s has no %s", pkg, rel)
+	}
+	return p
+}
+
 // NodeEnv returns os.Environ with Node 22 and the npm peers' bin folder first on PATH.
 func NodeEnv(t testing.TB) []string {
 	t.Helper()
