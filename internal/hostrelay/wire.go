@@ -1,0 +1,244 @@
+package hostrelay
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// Protocol is the relay protocol's version; both ends exchange it in hello and refuse
+// each other when they differ (docs/hostrelay.md, "Protocol").
+const Protocol = 1
+
+// Requests (client → host).
+const (
+	mHello      = "hello"
+	mCall       = "call"
+	mCatalog    = "catalog"
+	mRefresh    = "refresh_catalog"
+	mStatus     = "status"
+	mSnapshot   = "snapshot"
+	mRestart    = "restart"
+	mEndSession = "end_session"
+	mReload     = "reload"
+	mWatch      = "watch"
+)
+
+// Notifications.
+const (
+	nCancel   = "cancel"   // client → host: {"id"}
+	nProgress = "progress" // host → client: {"id","params"|"params_b64"}
+	nEvent    = "event"    // host → client: {"server"|"state"|"catalog": event}
+	nResync   = "resync"   // host → client: {"snapshot"}
+)
+
+// codeRelay is the JSON-RPC error code of every error the relay or the host reports;
+// its data says which (wireErr.Kind).
+const codeRelay = -32000
+
+// Messages are written by hand rather than with jsonrpc.EncodeMessage, in the same
+// shape, because encoding/json compacts a json.RawMessage it marshals: the upstream's
+// bytes would lose their spacing. Raw members are spliced in verbatim instead. One
+// message is one line, so a raw value holding a newline (spacing between tokens: a
+// JSON string cannot hold one) travels base64-encoded in the member's "_b64" twin
+// (appendRawMember); either way the bytes that arrive are the bytes that left.
+
+// appendRequest appends a request line (id > 0) or a notification line (id == 0).
+// params must be one valid JSON value without a newline, or nil.
+func appendRequest(b []byte, id int64, method string, params []byte) []byte {
+	b = append(b, `{"jsonrpc":"2.0",`...)
+	if id != 0 {
+		b = append(b, `"id":`...)
+		b = strconv.AppendInt(b, id, 10)
+		b = append(b, ',')
+	}
+	b = append(b, `"method":`...)
+	b = appendString(b, method)
+	if params != nil {
+		b = append(b, `,"params":`...)
+		b = append(b, params...)
+	}
+	return append(b, '}', '\n')
+}
+
+// appendResult appends a response line with result (one valid JSON value, no newline).
+func appendResult(b []byte, id int64, result []byte) []byte {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"result":`...)
+	b = append(b, result...)
+	return append(b, '}', '\n')
+}
+
+// appendError appends an error response line; id 0 is written as null (the request's
+// id could not be read). data is one valid JSON value without a newline, or nil.
+func appendError(b []byte, id int64, code int64, message string, data []byte) []byte {
+	b = append(b, `{"jsonrpc":"2.0","id":`...)
+	if id == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = strconv.AppendInt(b, id, 10)
+	}
+	b = append(b, `,"error":{"code":`...)
+	b = strconv.AppendInt(b, code, 10)
+	b = append(b, `,"message":`...)
+	b = appendString(b, message)
+	if data != nil {
+		b = append(b, `,"data":`...)
+		b = append(b, data...)
+	}
+	return append(b, '}', '}', '\n')
+}
+
+// appendRawMember appends "name":raw, or "name_b64":"…" when raw holds a newline.
+// raw must be valid JSON.
+func appendRawMember(b []byte, name string, raw []byte) []byte {
+	b = append(b, '"')
+	b = append(b, name...)
+	if bytes.IndexByte(raw, '\n') < 0 {
+		b = append(b, `":`...)
+		return append(b, raw...)
+	}
+	b = append(b, `_b64":"`...)
+	b = base64.StdEncoding.AppendEncode(b, raw)
+	return append(b, '"')
+}
+
+// rawOr returns a raw member's bytes from its two forms.
+func rawOr(raw json.RawMessage, b64 []byte) json.RawMessage {
+	if b64 != nil {
+		return b64
+	}
+	return raw
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string. Bytes that are not valid UTF-8 become
+// U+FFFD, as encoding/json does; raw upstream bytes never go through here.
+func appendString(b []byte, s string) []byte {
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if c >= 0x20 && c != '"' && c != '\\' {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
+}
+
+// marshal encodes v (which holds no json.RawMessage: it would be compacted) as one
+// line-safe JSON value.
+func marshal(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		// Only the package's own wire types are marshalled; they always encode.
+		panic(fmt.Sprintf("hostrelay: encoding %T: %v", v, err))
+	}
+	return b
+}
+
+// decodeLine decodes one message. Requests carry a method; responses an id and a
+// result or an error.
+func decodeLine(line []byte) (jsonrpc.Message, error) {
+	return jsonrpc.DecodeMessage(line)
+}
+
+// intID returns a request id as the positive integer both ends use.
+func intID(id jsonrpc.ID) (int64, bool) {
+	v, ok := id.Raw().(int64)
+	return v, ok && v > 0
+}
+
+// unmarshalStrict decodes params into v, refusing unknown members and trailing data.
+func unmarshalStrict(params []byte, v any) error {
+	if len(params) == 0 {
+		params = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(params))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after params")
+	}
+	return nil
+}
+
+// lineReader reads newline-terminated messages of at most max bytes. A longer line
+// ends the stream (neither end sends one: each checks what it sends against the
+// other's cap, exchanged in hello), without being buffered whole.
+type lineReader struct {
+	r   *bufio.Reader
+	max int
+	acc []byte
+}
+
+func newLineReader(r io.Reader, max int) *lineReader {
+	return &lineReader{r: bufio.NewReaderSize(r, 64<<10), max: max}
+}
+
+// next returns the next line without its newline; it is valid until the next call.
+func (l *lineReader) next() ([]byte, error) {
+	l.acc = l.acc[:0]
+	for {
+		chunk, err := l.r.ReadSlice('\n')
+		if len(l.acc)+len(chunk) > l.max+1 {
+			return nil, &MessageTooLargeError{Size: len(l.acc) + len(chunk), Limit: l.max}
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			l.acc = append(l.acc, chunk...)
+			continue
+		}
+		if err != nil {
+			if err == io.EOF && len(l.acc)+len(chunk) > 0 {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
+		if len(l.acc) > 0 {
+			l.acc = append(l.acc, chunk...)
+			chunk = l.acc
+		}
+		return chunk[:len(chunk)-1], nil
+	}
+}
