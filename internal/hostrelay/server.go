@@ -445,6 +445,9 @@ func (c *sconn) call(ctx context.Context, id int64, p *callParams) []byte {
 	if err != nil {
 		return appendErrorFor(nil, id, err)
 	}
+	if res == nil { // no result member: nil on the other side too
+		return appendResult(nil, id, []byte("{}"))
+	}
 	if !validJSON(res) {
 		return appendRelayError(nil, id, "remote", fmt.Sprintf("hostrelay: server %q answered a result that is not valid JSON", p.Server))
 	}

@@ -48,8 +48,9 @@ const codeRelay = -32000
 // shape, because encoding/json compacts a json.RawMessage it marshals: the upstream's
 // bytes would lose their spacing. Raw members are spliced in verbatim instead. One
 // message is one line, so a raw value holding a newline (spacing between tokens: a
-// JSON string cannot hold one) travels base64-encoded in the member's "_b64" twin
-// (appendRawMember); either way the bytes that arrive are the bytes that left.
+// JSON string cannot hold one) travels base64-encoded in the member's "_b64" twin, as
+// does one with spacing around it (appendRawMember); either way the bytes that arrive
+// are the bytes that left.
 
 // appendRequest appends a request line (id > 0) or a notification line (id == 0).
 // params must be one valid JSON value without a newline, or nil.
@@ -98,12 +99,13 @@ func appendError(b []byte, id int64, code int64, message string, data []byte) []
 	return append(b, '}', '}', '\n')
 }
 
-// appendRawMember appends "name":raw, or "name_b64":"…" when raw holds a newline.
-// raw must be valid JSON.
+// appendRawMember appends "name":raw, or "name_b64":"…" when raw holds a newline or
+// begins or ends with spacing (a decoder hands a member's value over without the
+// spacing around it). raw must be valid JSON.
 func appendRawMember(b []byte, name string, raw []byte) []byte {
 	b = append(b, '"')
 	b = append(b, name...)
-	if bytes.IndexByte(raw, '\n') < 0 {
+	if bytes.IndexByte(raw, '\n') < 0 && !isSpace(raw[0]) && !isSpace(raw[len(raw)-1]) {
 		b = append(b, `":`...)
 		return append(b, raw...)
 	}
@@ -111,6 +113,8 @@ func appendRawMember(b []byte, name string, raw []byte) []byte {
 	b = base64.StdEncoding.AppendEncode(b, raw)
 	return append(b, '"')
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
 
 // rawOr returns a raw member's bytes from its two forms.
 func rawOr(raw json.RawMessage, b64 []byte) json.RawMessage {
