@@ -178,6 +178,9 @@ func (r *raw) send(line string) {
 	r.t.Helper()
 	r.nc.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	if _, err := r.nc.Write([]byte(line + "\n")); err != nil {
+		if len(line) > 200 {
+			line = line[:200] + "…"
+		}
 		r.t.Fatalf("writing %q: %v", line, err)
 	}
 }
