@@ -203,4 +203,3 @@ func (r *raw) hello() {
 		r.t.Fatalf("hello answered %q", got)
 	}
 }
-

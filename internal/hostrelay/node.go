@@ -40,14 +40,14 @@ type Node struct {
 
 	mu       sync.Mutex
 	closed   bool
-	local    *Local  // while hosting
+	local    *Local // while hosting
 	lockf    *os.File
 	srv      *server
 	cl       *client // while relaying (may have ended)
 	elect    *election
-	unsink   func()    // removes the Node's sink from its current source
-	watchers sinkSet   // of *watchq
-	retrying bool      // a background election loop runs
+	unsink   func()  // removes the Node's sink from its current source
+	watchers sinkSet // of *watchq
+	retrying bool    // a background election loop runs
 	wg       sync.WaitGroup
 	hostPID  atomic.Int64
 	nElect   atomic.Int64
