@@ -289,7 +289,14 @@ type proc struct {
 // wins the election, and waits until its Node is open.
 func startProc(t testing.TB, dir, upstream string) *proc {
 	t.Helper()
-	p := launch(t, dir, upstream, nil)
+	p := launch(t, dir, upstream, nil, "")
+	return p.waitReady()
+}
+
+// waitReady waits until the helper's Node is open.
+func (p *proc) waitReady() *proc {
+	t := p.t
+	t.Helper()
 	select {
 	case <-p.readyCh():
 	case <-p.exited:
@@ -324,15 +331,18 @@ func (p *proc) readyCh() <-chan struct{} {
 	return ch
 }
 
-func launch(t testing.TB, dir, upstream string, cred *syscall.Credential, extraEnv ...string) *proc {
+// launch starts a helper; bin "" is this test binary, cred nil this user.
+func launch(t testing.TB, dir, upstream string, cred *syscall.Credential, bin string) *proc {
 	t.Helper()
-	bin, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
+	if bin == "" {
+		var err error
+		if bin, err = os.Executable(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	cmd := exec.Command(bin, "-test.run=^$")
+	cmd.Dir = "/"
 	cmd.Env = append(os.Environ(), helperDir+"="+dir, helperUpstream+"="+upstream)
-	cmd.Env = append(cmd.Env, extraEnv...)
 	if cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
 )
 
 // fixtureUpstream returns the helper's upstream setting for the fixture with a fresh
@@ -30,19 +31,12 @@ func startProcs(t testing.TB, n int, dir, up string) []*proc {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ps[i] = launch(t, dir, up, nil)
+			ps[i] = launch(t, dir, up, nil, "")
 		}()
 	}
 	wg.Wait()
 	for _, p := range ps {
-		select {
-		case <-p.readyCh():
-		case <-time.After(30 * time.Second):
-			t.Fatalf("helper not ready: %s", p.stderr.String())
-		}
-		if p.ready.Err != "" {
-			t.Fatalf("helper could not open the data directory: %s", p.ready.Err)
-		}
+		p.waitReady()
 	}
 	return ps
 }
@@ -148,5 +142,98 @@ func TestHostKilledAnotherTakesOver(t *testing.T) {
 	})
 	if pids := upstreamtest.Processes(t, marker); len(pids) != 1 {
 		t.Errorf("upstream processes after the re-election: %v, want 1", pids)
+	}
+}
+
+// pairProcs starts a hosting helper and a relaying one on a fresh data directory.
+func pairProcs(t testing.TB) (hostP, clientP *proc, marker string) {
+	t.Helper()
+	dir := testenv.PrivateDir(t)
+	up, marker := fixtureUpstream(t)
+	hostP = startProc(t, dir, up)
+	clientP = startProc(t, dir, up)
+	if !hostP.stats().Hosting || clientP.stats().Hosting {
+		t.Fatal("the first process should host and the second relay")
+	}
+	return hostP, clientP, marker
+}
+
+func TestHostShutdownFailsCallsInFlight(t *testing.T) {
+	hostP, clientP, marker := pairProcs(t)
+	_, hung := clientP.start(command{Op: "call", Tool: "hang"})
+	waitUntil(t, "the hanging call to reach the host", func() bool { return clientP.inFlight() == 1 })
+	// The host closes without waiting for the call (it never ends by itself) …
+	if r := hostP.do(command{Op: "close"}); r.Err != "" {
+		t.Fatalf("closing the host: %s", r.Err)
+	}
+	// … which failed at once with the typed error, and nothing of the host runs.
+	if r := clientP.await(hung); r.Kind != "host_gone" {
+		t.Errorf("the call under way: kind %q, error %q; want host_gone", r.Kind, r.Err)
+	}
+	if pids := upstreamtest.Processes(t, marker); len(pids) != 0 {
+		t.Errorf("upstream processes after the host closed: %v", pids)
+	}
+	// The next call makes the client the host.
+	callAll(t, []*proc{clientP}, "after")
+	if st := clientP.stats(); !st.Hosting {
+		t.Errorf("the client did not take over: %+v", st)
+	}
+	if pids := upstreamtest.Processes(t, marker); len(pids) != 1 {
+		t.Errorf("upstream processes: %v, want 1", pids)
+	}
+}
+
+func TestCancellationReachesTheUpstream(t *testing.T) {
+	hostP, clientP, _ := pairProcs(t)
+	// "ask" makes the fixture send a request back and wait: when the host process
+	// sees that request, the relayed tools/call is in flight at the upstream.
+	id, ch := clientP.start(command{Op: "call", Tool: "ask", Args: json.RawMessage(`{"method":"sampling/createMessage","params":{}}`)})
+	hostP.waitAsked()
+	clientP.do(command{Op: "cancel", Target: id})
+	if r := clientP.await(ch); r.Kind != "canceled" {
+		t.Fatalf("the cancelled call: kind %q, error %q", r.Kind, r.Err)
+	}
+	waitUntil(t, "the fixture to record notifications/cancelled", func() bool {
+		r := clientP.do(command{Op: "call", Tool: "cancellations"})
+		return bytes.Contains(r.Result, []byte(`tools/call:ask`))
+	})
+}
+
+func TestProgressRelayedInOrder(t *testing.T) {
+	_, clientP, _ := pairProcs(t)
+	const steps = 300
+	// An awkward token: the upstream swaps it for its own id and back, byte for byte.
+	r := clientP.do(command{Op: "call", Tool: "progress", Args: json.RawMessage(fmt.Sprintf(`{"steps":%d}`, steps)),
+		Meta: json.RawMessage(`{"progressToken":1.50}`), Progress: true})
+	if r.Err != "" {
+		t.Fatal(r.Err)
+	}
+	if len(r.Progress) != steps {
+		t.Fatalf("%d progress notifications, want %d", len(r.Progress), steps)
+	}
+	for i, p := range r.Progress {
+		want := fmt.Sprintf(`{"progressToken":1.50,"progress":%d,"total":%d,"message":"step %d"}`, i+1, steps, i+1)
+		if string(p) != want {
+			t.Fatalf("progress %d: %s, want %s", i+1, p, want)
+		}
+	}
+}
+
+func TestUpstreamBytesExactAcrossProcesses(t *testing.T) {
+	_, clientP, _ := pairProcs(t)
+	r := clientP.do(command{Op: "call", Tool: "awkward"})
+	if string(r.Result) != fixturedata.AwkwardResult {
+		t.Errorf("relayed result:\n%s\nwant the fixture's bytes:\n%s", r.Result, fixturedata.AwkwardResult)
+	}
+	cat := clientP.do(command{Op: "catalog"})
+	if cat.Err != "" {
+		t.Fatal(cat.Err)
+	}
+	found := false
+	for _, it := range cat.Items {
+		found = found || string(it) == fixturedata.AwkwardTool
+	}
+	if !found {
+		t.Errorf("the relayed catalogue has no byte-exact awkward tool: %q", cat.Items)
 	}
 }
