@@ -1,7 +1,6 @@
 package hostrelay
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,6 +35,7 @@ type client struct {
 	sinks    sinkSet
 
 	done    chan struct{}
+	wdone   chan struct{} // the writer returned
 	endOnce sync.Once
 	endErr  error // set before done closes
 	byUs    atomic.Bool
@@ -52,7 +52,12 @@ type wmsg struct {
 type pcall struct {
 	resp     chan *jsonrpc.Response
 	progress func(json.RawMessage)
-	sent     atomic.Bool
+	// sent is set once the writer has handed at least one byte of the request to the
+	// kernel (the host may then run it); settled closes once the writer knows whether
+	// it did, so a caller whose connection ended can tell a request to retry from one
+	// that may have run.
+	sent    atomic.Bool
+	settled chan struct{}
 }
 
 // dialClient connects to the relay at addr, checks the host's uid and exchanges hello.
@@ -75,7 +80,7 @@ func dialClient(ctx context.Context, addr string, lim Limits, log *slog.Logger, 
 	c := &client{
 		nc: nc, lim: lim, log: log, hostPID: pid, sendMax: lim.MaxMessageBytes,
 		wq: make(chan wmsg, 2*lim.MaxInFlight+8), pending: map[int64]*pcall{},
-		done: make(chan struct{}), onEnd: onEnd,
+		done: make(chan struct{}), wdone: make(chan struct{}), onEnd: onEnd,
 	}
 	go c.read()
 	go c.write()
@@ -159,7 +164,7 @@ func (c *client) request(ctx context.Context, op, method string, params []byte, 
 			return nil, c.gone(op, server, false)
 		}
 	}
-	p := &pcall{resp: make(chan *jsonrpc.Response, 1), progress: progress}
+	p := &pcall{resp: make(chan *jsonrpc.Response, 1), progress: progress, settled: make(chan struct{})}
 	c.mu.Lock()
 	if c.ended() {
 		c.mu.Unlock()
@@ -189,15 +194,23 @@ func (c *client) request(ctx context.Context, op, method string, params []byte, 
 		return c.answer(r)
 	case <-ctx.Done():
 		c.forget(id)
-		if p.sent.Load() {
-			c.cancel(id)
-		}
+		// Queued after the request (the writer keeps the order), so the host cancels
+		// it whether it started it yet or not; it ignores ids it does not know.
+		c.cancel(id)
 		return nil, ctx.Err()
 	case <-c.done:
 		select {
 		case r := <-p.resp: // answered just before the end
 			return c.answer(r)
 		default:
+		}
+		// The writer settles the request at once now: its write fails on the closed
+		// socket, or it finds the request still queued.
+		select {
+		case <-p.settled:
+		case <-c.wdone: // the writer is gone: what it did not settle never left
+		case <-ctx.Done():
+			return nil, ctx.Err()
 		}
 		return nil, c.gone(op, server, p.sent.Load())
 	}
@@ -231,36 +244,61 @@ func (c *client) cancel(id int64) {
 	}
 }
 
+// maxBatch bounds the messages written with one writev.
+const maxBatch = 64
+
 func (c *client) write() {
-	bw := bufio.NewWriterSize(c.nc, 64<<10)
+	batch := make([]wmsg, 0, maxBatch)
+	bufs := make(net.Buffers, 0, maxBatch)
+	defer close(c.wdone)
+	defer func() { // requests still queued at the end never left
+		for {
+			select {
+			case m := <-c.wq:
+				if m.p != nil {
+					close(m.p.settled)
+				}
+			default:
+				return
+			}
+		}
+	}()
 	for {
-		var m wmsg
+		batch = batch[:0]
 		select {
-		case m = <-c.wq:
+		case m := <-c.wq:
+			batch = append(batch, m)
 		case <-c.done:
 			return
 		}
-		c.nc.SetWriteDeadline(time.Now().Add(c.lim.WriteTimeout))
-		var err error
-		for {
-			if m.p != nil {
-				// Marked before the write: once any byte may have left, the request
-				// may run, and a retry could run it twice.
-				m.p.sent.Store(true)
-			}
-			if _, err = bw.Write(m.line); err != nil {
-				break
-			}
+	more:
+		for len(batch) < maxBatch {
 			select {
-			case m = <-c.wq:
-				continue
+			case m := <-c.wq:
+				batch = append(batch, m)
 			default:
+				break more
 			}
-			break
 		}
-		if err == nil {
-			err = bw.Flush()
+		bufs = bufs[:0]
+		for _, m := range batch {
+			bufs = append(bufs, m.line)
 		}
+		c.nc.SetWriteDeadline(time.Now().Add(c.lim.WriteTimeout))
+		toWrite := bufs // WriteTo consumes its receiver
+		n, err := toWrite.WriteTo(c.nc)
+		// A request counts as sent from its first byte the kernel took.
+		var off int64
+		for _, m := range batch {
+			if m.p != nil {
+				if off < n {
+					m.p.sent.Store(true)
+				}
+				close(m.p.settled)
+			}
+			off += int64(len(m.line))
+		}
+		clear(batch)
 		if err != nil {
 			c.end(fmt.Errorf("writing to the relay: %w", err))
 			return

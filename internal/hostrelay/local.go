@@ -80,6 +80,7 @@ func (l *Local) Reload(ctx context.Context) error {
 func (l *Local) Watch(w Watcher) (stop func()) {
 	q := newWatchq(w, l.watchQ, l.Snapshot)
 	remove := l.hub.sinks.add(q)
+	q.resync(nil)
 	return func() {
 		remove()
 		q.stop()

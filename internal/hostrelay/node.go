@@ -519,8 +519,14 @@ func (n *Node) Watch(w Watcher) (stop func()) {
 	n.mu.Lock()
 	first := n.watchers.len() == 0
 	remove := n.watchers.add(q)
-	if first && !n.closed {
+	switch {
+	case n.closed:
+	case first:
+		// Subscribes to the source; its resync (for a relay: the host's answer to
+		// the subscription) is q's first delivery.
 		n.resinkLocked()
+	default:
+		q.resync(nil) // the subscription is live: a snapshot now misses nothing
 	}
 	if !n.closed && n.local == nil && (n.cl == nil || n.cl.ended()) && !n.retrying {
 		n.retrying = true

@@ -320,6 +320,11 @@ func TestStatusAndSnapshotRelayed(t *testing.T) {
 	if _, err := relaying.Call(ctx, "s", "tools/call", nil, host.CallOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The start fetches the catalogue in the background: let it land first.
+	waitUntil(t, "the catalogue", func() bool {
+		st, _, _ := hosting.Status(ctx, "s")
+		return st.Catalog.Version == 1
+	})
 	local, ok, _ := hosting.Status(ctx, "s")
 	relayed, rok, err := relaying.Status(ctx, "s")
 	if !ok || !rok || err != nil {

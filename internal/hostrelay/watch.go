@@ -126,12 +126,13 @@ type watchq struct {
 	cancel context.CancelFunc
 }
 
-// newWatchq starts delivering to w; the first delivery is a Resync.
+// newWatchq starts delivering to w. Its owner registers it as a sink and then calls
+// resync, so the first delivery is a Resync whose snapshot no event after the
+// registration can predate.
 func newWatchq(w Watcher, max int, fetch func(context.Context) (host.Snapshot, error)) *watchq {
-	q := &watchq{w: w, fetch: fetch, max: max, wake: make(chan struct{}, 1), pending: true}
+	q := &watchq{w: w, fetch: fetch, max: max, wake: make(chan struct{}, 1)}
 	q.ctx, q.cancel = context.WithCancel(context.Background())
 	go q.run()
-	q.signal()
 	return q
 }
 
