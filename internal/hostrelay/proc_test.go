@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/exec"
 	"strings"
@@ -29,11 +30,15 @@ const (
 	helperDir      = "HOSTRELAY_TEST_DIR"
 	helperUpstream = "HOSTRELAY_TEST_UPSTREAM"
 	helperDial     = "HOSTRELAY_TEST_DIAL"
+	helperRawDial  = "HOSTRELAY_TEST_RAWDIAL"
 )
 
 func TestMain(m *testing.M) {
 	if path := os.Getenv(helperDial); path != "" {
 		os.Exit(runDial(path))
+	}
+	if path := os.Getenv(helperRawDial); path != "" {
+		os.Exit(runRawDial(path))
 	}
 	if dir := os.Getenv(helperDir); dir != "" {
 		os.Exit(runHelper(dir))
@@ -56,6 +61,25 @@ func runDial(path string) int {
 		return 0
 	}
 	fmt.Println("served")
+	return 0
+}
+
+// runRawDial connects to path without checking the host and sends hello: it prints
+// "answered" or "closed", what the host did.
+func runRawDial(path string) int {
+	nc, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Println("dial:", err)
+		return 0
+	}
+	defer nc.Close()
+	nc.SetDeadline(time.Now().Add(10 * time.Second))
+	fmt.Fprintf(nc, `{"jsonrpc":"2.0","id":1,"method":"hello","params":{"protocol":%d,"pid":%d,"max_message_bytes":1000000}}`+"\n", Protocol, os.Getpid())
+	if _, err := bufio.NewReader(nc).ReadString('\n'); err != nil {
+		fmt.Println("closed:", err)
+		return 0
+	}
+	fmt.Println("answered")
 	return 0
 }
 

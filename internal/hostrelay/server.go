@@ -35,7 +35,6 @@ type server struct {
 	ln    *net.UnixListener
 	lim   Limits
 	log   *slog.Logger
-	uid   int
 
 	mu     sync.Mutex
 	conns  map[*sconn]struct{}
@@ -51,7 +50,7 @@ type server struct {
 }
 
 func newServer(local *Local, ln *net.UnixListener, lim Limits, log *slog.Logger) *server {
-	s := &server{local: local, ln: ln, lim: lim, log: log, uid: os.Geteuid(), conns: map[*sconn]struct{}{}}
+	s := &server{local: local, ln: ln, lim: lim, log: log, conns: map[*sconn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s
@@ -85,10 +84,10 @@ func (s *server) isClosed() bool {
 
 // admit checks the peer's uid and takes the connection on, or closes it unanswered.
 func (s *server) admit(nc *net.UnixConn) {
-	pid, uid, err := peerCred(nc)
-	if err != nil || uid != s.uid {
+	pid, err := checkPeer(nc)
+	if err != nil {
 		s.refusedPeers.Add(1)
-		s.log.Warn("hostrelay: refused a relay connection from another user", "pid", pid, "uid", uid, "err", err)
+		s.log.Warn("hostrelay: refused a relay connection", "pid", pid, "err", err)
 		nc.Close()
 		return
 	}

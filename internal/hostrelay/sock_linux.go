@@ -1,9 +1,12 @@
 package hostrelay
 
 import (
+	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -44,22 +47,58 @@ func socketAddr(dir string, dirfd int) (string, error) {
 	return alt, nil
 }
 
-// peerCred returns the pid and effective uid of the process at the other end of c, as
-// the kernel recorded them when the connection was made (SO_PEERCRED).
-func peerCred(c *net.UnixConn) (pid, uid int, err error) {
+// checkPeer makes sure the process at the other end of c is one of this user's, in
+// this process's user namespace, and returns its pid. The uid is the effective uid the
+// kernel recorded when the connection was made (SO_PEERCRED). The user namespace
+// matters because bash's sandbox (docs/confinement.md) runs commands in a user
+// namespace of their own, mapped to toolgate's uid when toolgate is not root: such a
+// command has this uid, and where no seccomp filter stops it from making a unix
+// socket it could otherwise reach the relay. The peer is pinned by a pidfd
+// (SO_PEERPIDFD) while its /proc entry is read, so a pid reused meanwhile is caught;
+// kernels before 6.5 have no pidfd for a peer and are checked by pid alone.
+func checkPeer(c *net.UnixConn) (pid int, err error) {
 	raw, err := c.SyscallConn()
 	if err != nil {
-		return 0, 0, err
+		return 0, err
 	}
-	var cred *unix.Ucred
-	var cerr error
+	var (
+		cred       *unix.Ucred
+		cerr, perr error
+		pidfd      = -1
+	)
 	if err := raw.Control(func(fd uintptr) {
 		cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
+		pidfd, perr = unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, unix.SO_PEERPIDFD)
 	}); err != nil {
-		return 0, 0, err
+		return 0, err
 	}
 	if cerr != nil {
-		return 0, 0, fmt.Errorf("hostrelay: SO_PEERCRED: %w", cerr)
+		return 0, fmt.Errorf("hostrelay: SO_PEERCRED: %w", cerr)
 	}
-	return int(cred.Pid), int(cred.Uid), nil
+	if perr == nil {
+		defer unix.Close(pidfd)
+	} else {
+		pidfd = -1
+	}
+	pid = int(cred.Pid)
+	if want := os.Geteuid(); int(cred.Uid) != want {
+		return pid, &PeerError{PID: pid, UID: int(cred.Uid), WantUID: want}
+	}
+	ours, err := os.Readlink("/proc/self/ns/user")
+	if err != nil {
+		return pid, nil // no /proc: the uid is all there is to check
+	}
+	theirs, err := os.Readlink("/proc/" + strconv.Itoa(pid) + "/ns/user")
+	if err == nil && pidfd >= 0 {
+		if serr := unix.PidfdSendSignal(pidfd, 0, nil, 0); serr != nil {
+			err = errors.New("it exited while it was checked")
+		}
+	}
+	if err != nil {
+		return pid, fmt.Errorf("hostrelay: checking the relay socket's other end (pid %d): %w", pid, err)
+	}
+	if theirs != ours {
+		return pid, &PeerError{PID: pid, UID: int(cred.Uid), WantUID: int(cred.Uid), OtherUserNS: true}
+	}
+	return pid, nil
 }

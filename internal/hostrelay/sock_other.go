@@ -29,8 +29,8 @@ func socketAddr(dir string, _ int) (string, error) {
 	return p, nil
 }
 
-// peerCred is implemented for Linux only: elsewhere no relay connection is accepted
-// or made (each process hosts only if it wins the lock).
-func peerCred(*net.UnixConn) (pid, uid int, err error) {
-	return 0, 0, errors.ErrUnsupported
+// checkPeer is implemented for Linux only: elsewhere no relay connection is accepted
+// or made (a process hosts only if it wins the lock).
+func checkPeer(*net.UnixConn) (pid int, err error) {
+	return 0, errors.ErrUnsupported
 }

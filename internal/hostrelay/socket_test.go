@@ -243,3 +243,44 @@ func TestAClientThatReadsNothingIsDropped(t *testing.T) {
 		t.Errorf("another client's call after the drop: %v", err)
 	}
 }
+
+// TestAnotherUserNamespaceCannotUseTheRelay: a process of this very uid in a user
+// namespace of its own — what bash's sandbox runs commands in — is refused by the host
+// (and refuses it), even with the socket in reach.
+func TestAnotherUserNamespaceCannotUseTheRelay(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("mapping uid 0 into a new user namespace needs root")
+	}
+	d := hosttest.NewDialer()
+	dir := testenv.PrivateDir(t)
+	n := open(t, dir, Options{NewHost: fakeHost(d, def("fx"))})
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inUserNS := func(env string) string {
+		cmd := exec.Command(self, "-test.run=^$")
+		cmd.Env = append(os.Environ(), env+"="+filepath.Join(dir, sockName))
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Cloneflags:  syscall.CLONE_NEWUSER,
+			UidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+			GidMappings: []syscall.SysProcIDMap{{ContainerID: 0, HostID: 0, Size: 1}},
+		}
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Skipf("no user namespace here: %v %s", err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	// The host closes on it unanswered (a client that does not check the host)…
+	if out := inUserNS(helperRawDial); !strings.HasPrefix(out, "closed:") {
+		t.Errorf("a raw hello from another user namespace: %q, want the connection closed", out)
+	}
+	if st := n.Stats(); st.RefusedPeers != 1 || st.Clients != 0 {
+		t.Errorf("host stats %+v: want the peer refused", st)
+	}
+	// … and a relay client there refuses the host too (it cannot even see it).
+	if out := inUserNS(helperDial); !strings.HasPrefix(out, "refused:") {
+		t.Errorf("a relay client in another user namespace: %q", out)
+	}
+}

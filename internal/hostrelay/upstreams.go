@@ -138,14 +138,19 @@ func (e *UnreachableError) Is(target error) bool { return target == ErrUnreachab
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
-// PeerError reports the other end of the relay socket running as another user: the
-// host refuses such a client, and a client refuses such a host.
+// PeerError reports the other end of the relay socket running as another user, or in
+// another user namespace (as bash's sandbox does): the host refuses such a client, and
+// a client refuses such a host.
 type PeerError struct {
-	PID, UID int
-	WantUID  int
+	PID, UID    int
+	WantUID     int
+	OtherUserNS bool
 }
 
 func (e *PeerError) Error() string {
+	if e.OtherUserNS {
+		return fmt.Sprintf("hostrelay: the relay socket's other end (pid %d) is in another user namespace", e.PID)
+	}
 	return fmt.Sprintf("hostrelay: the relay socket's other end (pid %d) runs as uid %d, not uid %d", e.PID, e.UID, e.WantUID)
 }
 
