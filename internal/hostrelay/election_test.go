@@ -273,3 +273,43 @@ func (b *blockingWatcher) ServerChanged(e host.ServerEvent) {
 	}
 	b.recorder.ServerChanged(e)
 }
+
+// TestLockOutlivesASlowShutdown: when Close's context ends before the host stopped its
+// upstreams, the lock stays held until they are stopped, so the next host cannot run a
+// second copy meanwhile.
+func TestLockOutlivesASlowShutdown(t *testing.T) {
+	d := hosttest.NewDialer()
+	d.Server("s").Set(func(b *hosttest.Behavior) { b.CloseHang = true })
+	newHost := func(_ context.Context, obs host.Observer) (*host.Host, error) {
+		return host.New(host.Options{Dialer: d, Observer: obs, Servers: []host.Definition{def("s")},
+			IdleTimeout: -1, Health: host.HealthPolicy{Interval: -1}, StopTimeout: 500 * time.Millisecond})
+	}
+	dir := testenv.PrivateDir(t)
+	first, err := Open(testCtx(t), dir, Options{NewHost: newHost})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if _, err := first.Call(ctx, "s", "tools/call", nil, host.CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	var se *host.ShutdownError
+	if err := first.Close(short); !errors.As(err, &se) {
+		t.Fatalf("Close with a hung upstream: %v, want a *host.ShutdownError", err)
+	}
+	if free, _ := lockFree(dir); free {
+		t.Fatal("the lock was released while an upstream was still stopping")
+	}
+	second := open(t, dir, Options{NewHost: newHost})
+	if !second.Stats().Hosting {
+		t.Fatal("the second Node does not host once the first let go")
+	}
+	if _, err := second.Call(ctx, "s", "tools/call", nil, host.CallOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.MaxOpen("s"); got != 1 {
+		t.Errorf("%d sessions of server s were open at once, want 1", got)
+	}
+}

@@ -595,13 +595,28 @@ func (n *Node) Close(ctx context.Context) error {
 }
 
 // stopHosting drops the clients, shuts the host down, removes the socket and releases
-// the lock, in that order.
+// the lock, in that order. When ctx ends before the host has stopped every upstream,
+// it returns the host's *host.ShutdownError at once but keeps the lock until they are
+// all stopped (each is bounded by host.Options.StopTimeout), so no other process starts
+// a second copy meanwhile; if this process exits first, the kernel releases it.
 func (n *Node) stopHosting(ctx context.Context, srv *server, local *Local, f *os.File) error {
 	srv.close(ctx)
 	err := local.Close(ctx)
-	if uerr := unix.Unlinkat(n.dirfd, sockName, 0); uerr != nil && !errors.Is(uerr, unix.ENOENT) {
-		n.log.Warn("hostrelay: removing the relay socket", "err", uerr)
+	release := func() {
+		if uerr := unix.Unlinkat(n.dirfd, sockName, 0); uerr != nil && !errors.Is(uerr, unix.ENOENT) {
+			n.log.Warn("hostrelay: removing the relay socket", "err", uerr)
+		}
+		unlock(f)
 	}
-	unlock(f)
+	if err == nil {
+		release()
+		return nil
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		local.Close(context.Background()) // waits for the first Shutdown's outcome
+		release()
+	}()
 	return err
 }

@@ -340,7 +340,10 @@ func (c *sconn) handle(ctx context.Context, id int64, method string, params json
 			return invalid(err)
 		}
 		cat, ok := l.h.Catalog(p.Name)
-		return appendResult(nil, id, appendCatalogResult(nil, ok, &cat, nil))
+		if !ok {
+			return appendResult(nil, id, appendCatalogResult(nil, false, nil, nil))
+		}
+		return appendResult(nil, id, appendCatalogResult(nil, true, &cat, nil))
 	case mRefresh:
 		var p nameParams
 		if err := unmarshalStrict(params, &p); err != nil {

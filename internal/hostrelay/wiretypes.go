@@ -114,8 +114,13 @@ type catalogResult struct {
 	Error      *wireErr        `json:"error,omitempty"`
 }
 
+// appendCatalogResult encodes a catalog answer (c nil: none) or a refresh_catalog
+// answer (found false, with err when the refresh had one).
 func appendCatalogResult(b []byte, found bool, c *host.Catalog, err error) []byte {
 	b = append(b, '{')
+	if c == nil {
+		return append(b, '}')
+	}
 	if found {
 		b = append(b, `"found":true,`...)
 	}
