@@ -179,8 +179,8 @@ func (n *Node) runElection() error {
 		}
 		var pe *PeerError
 		var pre *ProtocolError
-		if errors.As(err, &pe) || errors.As(err, &pre) {
-			return err
+		if errors.As(err, &pe) || errors.As(err, &pre) || errors.Is(err, errors.ErrUnsupported) {
+			return err // waiting changes none of these
 		}
 		last = err
 		if n.opts.RelayOnly && notListening(err) {
