@@ -313,3 +313,20 @@ func TestLockOutlivesASlowShutdown(t *testing.T) {
 		t.Errorf("%d sessions of server s were open at once, want 1", got)
 	}
 }
+
+// TestWatchDeliversEachEventOnce: a source that hands an event over twice (two
+// subscriptions overlapping for a moment) still delivers it once.
+func TestWatchDeliversEachEventOnce(t *testing.T) {
+	r := newRecorder()
+	q := newWatchq(r, 16, func(context.Context) (host.Snapshot, error) { return host.Snapshot{Version: 3}, nil })
+	defer q.stop()
+	q.resync(nil)
+	r.waitFor(t, "the resync", func() bool { return r.resyncs == 1 })
+	for _, seq := range []uint64{2, 3, 4, 4, 5, 5, 6} {
+		q.event(host.ServerEvent{Seq: seq, Server: "s"})
+	}
+	r.waitFor(t, "events 4..6", func() bool { return len(r.events) == 3 })
+	q.event(host.ServerEvent{Seq: 7, Server: "s"})
+	r.waitFor(t, "event 7", func() bool { return len(r.events) == 4 })
+	r.checkConsecutive(t, "deduplicated")
+}

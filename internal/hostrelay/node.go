@@ -46,6 +46,7 @@ type Node struct {
 	cl       *client // while relaying (may have ended)
 	elect    *election
 	unsink   func()  // removes the Node's sink from its current source
+	sinkGen  uint64  // bumped by each resink: a late subscription of an older one is dropped
 	watchers sinkSet // of *watchq
 	retrying bool    // a background election loop runs
 	wg       sync.WaitGroup
@@ -294,40 +295,40 @@ func (n *Node) resinkLocked() {
 	if n.watchers.len() == 0 {
 		return
 	}
+	n.sinkGen++
 	if n.local != nil {
-		n.unsink = n.local.hub.sinks.add(nodeSink{n})
+		n.unsink = n.local.hub.sinks.add(&nodeSink{n})
 		n.watchers.resync(nil)
 		return
 	}
 	if cl := n.cl; cl != nil {
+		gen := n.sinkGen
 		n.wg.Add(1)
 		go func() { // a round trip: not under the lock
 			defer n.wg.Done()
 			ctx, cancel := context.WithTimeout(n.ctx, n.opts.ElectTimeout)
 			defer cancel()
-			remove, err := cl.addSink(ctx, nodeSink{n})
+			remove, err := cl.addSink(ctx, &nodeSink{n})
 			if err != nil {
 				return // the connection ended: clientEnded elects again
 			}
 			n.mu.Lock()
 			defer n.mu.Unlock()
-			if n.cl != cl || n.closed {
+			if n.cl != cl || n.closed || n.sinkGen != gen { // superseded meanwhile
 				remove()
 				return
-			}
-			if n.unsink != nil {
-				n.unsink()
 			}
 			n.unsink = remove
 		}()
 	}
 }
 
-// nodeSink hands the current source's events to every watcher of the Node.
+// nodeSink hands the current source's events to every watcher of the Node. Each
+// subscription has its own (a sinkSet removes by identity).
 type nodeSink struct{ n *Node }
 
-func (s nodeSink) event(ev any)               { s.n.watchers.event(ev) }
-func (s nodeSink) resync(snap *host.Snapshot) { s.n.watchers.resync(snap) }
+func (s *nodeSink) event(ev any)               { s.n.watchers.event(ev) }
+func (s *nodeSink) resync(snap *host.Snapshot) { s.n.watchers.resync(snap) }
 
 // clientEnded runs when the connection to the host ended by itself. With watchers
 // registered the Node elects again at once (they need a host for their events), and

@@ -184,6 +184,9 @@ func (q *watchq) stop() {
 }
 
 func (q *watchq) run() {
+	// minSeq is the last Seq this watcher has: the Resync's version, then each event
+	// delivered. Events from one host come in Seq order, so one at or below it is one
+	// the Resync covered or a duplicate; a new host always comes with a Resync first.
 	var minSeq uint64
 	for {
 		select {
@@ -227,6 +230,7 @@ func (q *watchq) run() {
 			if seqOf(ev) <= minSeq || !q.live() {
 				continue
 			}
+			minSeq = seqOf(ev)
 			switch e := ev.(type) {
 			case host.ServerEvent:
 				q.w.ServerChanged(e)
