@@ -468,3 +468,29 @@ func normalizeEvents(evs []any) []any {
 	}
 	return out
 }
+
+// TestDepartureDuringASessionStart: a client that goes away while its call is starting
+// a per-session connection leaves no session open.
+func TestDepartureDuringASessionStart(t *testing.T) {
+	d := hosttest.NewDialer()
+	d.Server("browser").Set(func(b *hosttest.Behavior) { b.DialDelay = 300 * time.Millisecond })
+	sess := def("browser")
+	sess.Isolation = host.IsolationSession
+	hosting, relaying, _ := pair(t, d, sess)
+	go relaying.Call(context.Background(), "browser", "tools/call", nil, host.CallOptions{SessionKey: "k"})
+	waitUntil(t, "the session's dial", func() bool { return d.Dials("browser") == 1 })
+	ctx := testCtx(t)
+	if err := relaying.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Once the start is settled (the dial returned: the state left starting and
+	// stopping), nothing of it is open.
+	waitUntil(t, "the departed client's start to be settled", func() bool {
+		st, _, _ := hosting.Status(ctx, "browser")
+		return st.State != host.StateStarting && st.State != host.StateStopping
+	})
+	st, _, _ := hosting.Status(ctx, "browser")
+	if d.Open("browser") != 0 || st.Connections != 0 {
+		t.Errorf("after the client left: %d sessions open, status %+v", d.Open("browser"), st)
+	}
+}

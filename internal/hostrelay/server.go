@@ -418,12 +418,27 @@ func (c *sconn) call(ctx context.Context, id int64, p *callParams) []byte {
 	}
 	opts := host.CallOptions{}
 	if p.SessionKey != "" {
-		opts.SessionKey = c.prefix + p.SessionKey
+		key := c.prefix + p.SessionKey
+		opts.SessionKey = key
 		c.mu.Lock()
-		if c.keys != nil {
-			c.keys[opts.SessionKey] = struct{}{}
+		closed := c.closed
+		if !closed {
+			c.keys[key] = struct{}{}
 		}
 		c.mu.Unlock()
+		if closed {
+			return appendRelayError(nil, id, "cancelled", "hostrelay: the client went away")
+		}
+		// A call the client's departure overtook may open its session after close
+		// ended the client's sessions: it ends it itself.
+		defer func() {
+			c.mu.Lock()
+			closed := c.closed
+			c.mu.Unlock()
+			if closed {
+				c.s.local.h.EndSession(key)
+			}
+		}()
 	}
 	if p.Progress {
 		opts.Progress = func(params json.RawMessage) {
