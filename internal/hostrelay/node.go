@@ -372,7 +372,7 @@ func (n *Node) reelect() {
 }
 
 // backend returns the way to the host, electing one first when there is none.
-func (n *Node) backend(ctx context.Context) (ops, error) {
+func (n *Node) backend(ctx context.Context) (Requests, error) {
 	for {
 		n.mu.Lock()
 		if n.closed {
@@ -401,18 +401,6 @@ func (n *Node) backend(ctx context.Context) (ops, error) {
 	}
 }
 
-// ops is what both ways to the host do.
-type ops interface {
-	Call(ctx context.Context, server, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error)
-	Catalog(ctx context.Context, server string) (host.Catalog, bool, error)
-	RefreshCatalog(ctx context.Context, server string) (host.Catalog, error)
-	Status(ctx context.Context, server string) (host.Status, bool, error)
-	Snapshot(ctx context.Context) (host.Snapshot, error)
-	Restart(ctx context.Context, server string) error
-	EndSession(ctx context.Context, key string) error
-	Reload(ctx context.Context) error
-}
-
 // localOps is the hosting Node's own way to its host: its session keys get a prefix
 // of their own, as each relayed process's do ("relay/N/"), so no two processes ever
 // share a per-session connection.
@@ -436,7 +424,7 @@ func (l localOps) EndSession(ctx context.Context, key string) error {
 
 // retry runs f on the current way to the host. A request that never reached a host
 // that went away (HostGoneError.Sent false) is tried again on the next one.
-func retry[T any](n *Node, ctx context.Context, f func(ops) (T, error)) (T, error) {
+func retry[T any](n *Node, ctx context.Context, f func(Requests) (T, error)) (T, error) {
 	for attempt := 0; ; attempt++ {
 		b, err := n.backend(ctx)
 		if err != nil {
@@ -454,7 +442,7 @@ func retry[T any](n *Node, ctx context.Context, f func(ops) (T, error)) (T, erro
 
 // Call implements Upstreams.
 func (n *Node) Call(ctx context.Context, server, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
-	return retry(n, ctx, func(b ops) (json.RawMessage, error) { return b.Call(ctx, server, method, params, opts) })
+	return retry(n, ctx, func(b Requests) (json.RawMessage, error) { return b.Call(ctx, server, method, params, opts) })
 }
 
 type catalogOK struct {
@@ -464,7 +452,7 @@ type catalogOK struct {
 
 // Catalog implements Upstreams.
 func (n *Node) Catalog(ctx context.Context, server string) (host.Catalog, bool, error) {
-	r, err := retry(n, ctx, func(b ops) (catalogOK, error) {
+	r, err := retry(n, ctx, func(b Requests) (catalogOK, error) {
 		c, ok, err := b.Catalog(ctx, server)
 		return catalogOK{c, ok}, err
 	})
@@ -473,7 +461,7 @@ func (n *Node) Catalog(ctx context.Context, server string) (host.Catalog, bool, 
 
 // RefreshCatalog implements Upstreams.
 func (n *Node) RefreshCatalog(ctx context.Context, server string) (host.Catalog, error) {
-	return retry(n, ctx, func(b ops) (host.Catalog, error) { return b.RefreshCatalog(ctx, server) })
+	return retry(n, ctx, func(b Requests) (host.Catalog, error) { return b.RefreshCatalog(ctx, server) })
 }
 
 type statusOK struct {
@@ -483,7 +471,7 @@ type statusOK struct {
 
 // Status implements Upstreams.
 func (n *Node) Status(ctx context.Context, server string) (host.Status, bool, error) {
-	r, err := retry(n, ctx, func(b ops) (statusOK, error) {
+	r, err := retry(n, ctx, func(b Requests) (statusOK, error) {
 		st, ok, err := b.Status(ctx, server)
 		return statusOK{st, ok}, err
 	})
@@ -492,24 +480,24 @@ func (n *Node) Status(ctx context.Context, server string) (host.Status, bool, er
 
 // Snapshot implements Upstreams.
 func (n *Node) Snapshot(ctx context.Context) (host.Snapshot, error) {
-	return retry(n, ctx, func(b ops) (host.Snapshot, error) { return b.Snapshot(ctx) })
+	return retry(n, ctx, func(b Requests) (host.Snapshot, error) { return b.Snapshot(ctx) })
 }
 
 // Restart implements Upstreams.
 func (n *Node) Restart(ctx context.Context, server string) error {
-	_, err := retry(n, ctx, func(b ops) (struct{}, error) { return struct{}{}, b.Restart(ctx, server) })
+	_, err := retry(n, ctx, func(b Requests) (struct{}, error) { return struct{}{}, b.Restart(ctx, server) })
 	return err
 }
 
 // EndSession implements Upstreams.
 func (n *Node) EndSession(ctx context.Context, key string) error {
-	_, err := retry(n, ctx, func(b ops) (struct{}, error) { return struct{}{}, b.EndSession(ctx, key) })
+	_, err := retry(n, ctx, func(b Requests) (struct{}, error) { return struct{}{}, b.EndSession(ctx, key) })
 	return err
 }
 
 // Reload implements Upstreams.
 func (n *Node) Reload(ctx context.Context) error {
-	_, err := retry(n, ctx, func(b ops) (struct{}, error) { return struct{}{}, b.Reload(ctx) })
+	_, err := retry(n, ctx, func(b Requests) (struct{}, error) { return struct{}{}, b.Reload(ctx) })
 	return err
 }
 

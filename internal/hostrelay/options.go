@@ -61,34 +61,27 @@ type Limits struct {
 }
 
 func (l Limits) withDefaults() Limits {
-	if l.MaxMessageBytes <= 0 {
-		l.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if l.MaxInFlight <= 0 {
-		l.MaxInFlight = DefaultMaxInFlight
-	}
-	if l.NotificationQueue <= 0 {
-		l.NotificationQueue = DefaultNotificationQueue
-	}
-	if l.WatchQueue <= 0 {
-		l.WatchQueue = DefaultWatchQueue
-	}
-	if l.WriteTimeout <= 0 {
-		l.WriteTimeout = DefaultWriteTimeout
-	}
-	if l.MaxClients <= 0 {
-		l.MaxClients = DefaultMaxClients
-	}
+	orDefault(&l.MaxMessageBytes, DefaultMaxMessageBytes)
+	orDefault(&l.MaxInFlight, DefaultMaxInFlight)
+	orDefault(&l.NotificationQueue, DefaultNotificationQueue)
+	orDefault(&l.WatchQueue, DefaultWatchQueue)
+	orDefault(&l.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&l.MaxClients, DefaultMaxClients)
 	return l
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 func (o Options) withDefaults() (Options, error) {
 	if o.NewHost == nil && !o.RelayOnly {
 		return o, errors.New("hostrelay: Options.NewHost is required unless RelayOnly")
 	}
-	if o.ElectTimeout <= 0 {
-		o.ElectTimeout = DefaultElectTimeout
-	}
+	orDefault(&o.ElectTimeout, DefaultElectTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

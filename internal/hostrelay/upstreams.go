@@ -18,6 +18,17 @@ import (
 // Results and params are the upstream's bytes, unchanged either way. Methods are safe
 // for concurrent use.
 type Upstreams interface {
+	Requests
+	// Watch delivers the host's events to w until stop is called (see [Watcher]).
+	Watch(w Watcher) (stop func())
+	// Close releases what this value holds: a hosting process stops its upstream
+	// servers (host.Host.Shutdown) after it has dropped the processes relaying to it.
+	Close(ctx context.Context) error
+}
+
+// Requests are the requests every way to the host answers: the host itself, and the
+// relay to it.
+type Requests interface {
 	// Call is host.Host.Call: it returns the upstream's result bytes unchanged, a
 	// *host.ServerError when the host decided (errors.Is with host.ErrDisabled …), the
 	// upstream's JSON-RPC error as *upstream.RPCError, or ctx's error. Relayed, a call
@@ -39,11 +50,6 @@ type Upstreams interface {
 	// Reload makes the hosting process re-read the persisted definitions (the
 	// integrator's [ReloadFunc]), after this process changed them in the store.
 	Reload(ctx context.Context) error
-	// Watch delivers the host's events to w until stop is called (see [Watcher]).
-	Watch(w Watcher) (stop func())
-	// Close releases what this value holds: a hosting process stops its upstream
-	// servers (host.Host.Shutdown) after it has dropped the processes relaying to it.
-	Close(ctx context.Context) error
 }
 
 // Watcher receives the host's events: a host.Observer, plus Resync.

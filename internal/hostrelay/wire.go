@@ -9,9 +9,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolgate/toolgate/internal/canonjson"
 )
 
 // Protocol is the relay protocol's version; both ends exchange it in hello and refuse
@@ -124,50 +125,9 @@ func rawOr(raw json.RawMessage, b64 []byte) json.RawMessage {
 	return raw
 }
 
-const hexDigits = "0123456789abcdef"
-
-// appendString appends s as a JSON string. Bytes that are not valid UTF-8 become
-// U+FFFD, as encoding/json does; raw upstream bytes never go through here.
-func appendString(b []byte, s string) []byte {
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i += size
-			start = i
-			continue
-		}
-		i += size
-	}
-	b = append(b, s[start:]...)
-	return append(b, '"')
-}
+// appendString appends s as a JSON string (an invalid UTF-8 byte becomes U+FFFD);
+// raw upstream bytes never go through here.
+var appendString = canonjson.AppendString
 
 // marshal encodes v (which holds no json.RawMessage: it would be compacted) as one
 // line-safe JSON value.

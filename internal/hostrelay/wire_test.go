@@ -60,22 +60,6 @@ func TestEncodingMatchesTheSDK(t *testing.T) {
 	}
 }
 
-func TestAppendString(t *testing.T) {
-	for _, s := range []string{"", "plain", "<b>&amp;</b>", "quote\" backslash\\ slash/", "\n\r\t\x00\x1f\x7f", "é😀\u2028", "bad \xff\xfe utf-8"} {
-		var got string
-		if err := json.Unmarshal(appendString(nil, s), &got); err != nil {
-			t.Fatalf("%q: %v", s, err)
-		}
-		// What encoding/json makes of it (invalid bytes become U+FFFD, each one).
-		std, _ := json.Marshal(s)
-		var want string
-		json.Unmarshal(std, &want)
-		if got != want {
-			t.Errorf("%q came back %q, through encoding/json %q", s, got, want)
-		}
-	}
-}
-
 // TestWireGolden pins every message shape of the protocol in testdata/wire.txtar
 // (docs/hostrelay.md points at it). go test -run TestWireGolden -update rewrites it.
 func TestWireGolden(t *testing.T) {
