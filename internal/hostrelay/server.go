@@ -297,8 +297,10 @@ func (c *sconn) notification(req *jsonrpc.Request) {
 }
 
 func (c *sconn) doHello(id int64, params json.RawMessage) {
+	// Unlike every other request's, hello's params are read leniently: a client of
+	// another release may send more, and must learn that the versions differ.
 	var p helloParams
-	if err := unmarshalStrict(params, &p); err != nil {
+	if err := json.Unmarshal(params, &p); err != nil {
 		c.out.pushResp(appendRelayError(nil, id, "invalid", "hostrelay: hello: "+err.Error()))
 		return
 	}
