@@ -87,5 +87,14 @@ func (l *Local) Watch(w Watcher) (stop func()) {
 	}
 }
 
-// Close implements Upstreams: it shuts the host down (host.Host.Shutdown).
-func (l *Local) Close(ctx context.Context) error { return l.h.Shutdown(ctx) }
+// Close implements Upstreams: it shuts the host down (host.Host.Shutdown), then stops
+// the watchers' deliveries.
+func (l *Local) Close(ctx context.Context) error {
+	err := l.h.Shutdown(ctx)
+	l.hub.sinks.each(func(k sink) {
+		if q, ok := k.(*watchq); ok {
+			q.stop()
+		}
+	})
+	return err
+}
