@@ -1,0 +1,286 @@
+package mgmt
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+)
+
+// A socket carries requests from the client and, on the way back, their answers and
+// every notification. Three goroutines serve it: the reader (the upgrade's handler
+// goroutine) reads one request at a time and answers it before reading the next, the
+// writer drains the send queue, and the keepalive pings and re-authenticates. Nothing
+// else ever writes to the connection, and nothing but the queue connects a socket to
+// the rest of the Handler, so a socket that stops reading fills only its own queue and
+// is then dropped.
+
+// endReason is why a socket ends: how it is closed, and whether what is queued is
+// still sent first.
+type endReason struct {
+	status websocket.StatusCode
+	reason string
+	// flush sends what is queued before the close frame; a socket dropped for not
+	// reading is cut at once instead (it would not take the rest anyway).
+	flush bool
+	// now closes the connection without a close handshake.
+	now bool
+}
+
+var (
+	endGoingAway = endReason{status: websocket.StatusGoingAway, reason: "server shutting down", flush: true}
+	endRevoked   = endReason{status: websocket.StatusPolicyViolation, reason: "token no longer valid for management", flush: true}
+	endSlow      = endReason{status: websocket.StatusPolicyViolation, reason: "not reading", now: true}
+	endGone      = endReason{now: true}
+)
+
+type socket struct {
+	h      *Handler
+	conn   *websocket.Conn
+	token  string
+	caller Caller
+
+	q chan []byte
+	// ctx ends when the socket ends; methods running for it are cancelled.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	endOnce sync.Once
+	why     endReason // set once, before ctx is cancelled
+}
+
+// send queues b without waiting; a full queue ends the socket as not reading. Callers
+// hold h.mu (publish) or are the socket's reader.
+func (s *socket) send(b []byte) {
+	select {
+	case <-s.ctx.Done():
+		return
+	default:
+	}
+	select {
+	case s.q <- b:
+	default:
+		if s.end(endSlow) {
+			s.h.countDrop(s)
+		}
+	}
+}
+
+// end records why the socket ends and wakes its writer to close it; true for the call
+// that ended it.
+func (s *socket) end(why endReason) bool {
+	ended := false
+	s.endOnce.Do(func() {
+		s.why = why
+		ended = true
+		s.cancel()
+	})
+	return ended
+}
+
+// serveSocket upgrades r and serves the socket until it ends.
+func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token string, caller Caller) {
+	if !originAllowed(r, h.opts.OriginPatterns) {
+		refuse(w, Errorf(CodeForbidden, "forbidden: origin %q may not open a management socket", r.Header.Get("Origin")))
+		return
+	}
+	h.mu.Lock()
+	if h.closed || h.slots >= h.opts.MaxSockets {
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			refuse(w, Errorf(CodeUnavailable, "unavailable: the server is shutting down"))
+			return
+		}
+		refuse(w, Errorf(CodeTooManySockets, "too many connections: at most %d management sockets are open at once", h.opts.MaxSockets))
+		return
+	}
+	h.slots++
+	h.mu.Unlock()
+	release := func() {
+		h.mu.Lock()
+		h.slots--
+		h.mu.Unlock()
+	}
+
+	// The connection is about to be hijacked: deadlines an outer layer set on it (serve's
+	// guard gives every write of a response a deadline) would outlive the response and
+	// cut a long-lived socket, so they are cleared; the socket bounds its own reads and
+	// writes from here on (PongTimeout, WriteTimeout).
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
+	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
+		OriginPatterns:  h.opts.OriginPatterns,
+		CompressionMode: websocket.CompressionDisabled,
+	})
+	if err != nil {
+		release()
+		h.log.Debug("accepting a management socket", "err", err)
+		return
+	}
+	conn.SetReadLimit(h.opts.MaxBodyBytes)
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &socket{h: h, conn: conn, token: token, caller: caller,
+		q: make(chan []byte, h.opts.SendQueue), ctx: ctx, cancel: cancel}
+
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		release()
+		cancel()
+		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
+		return
+	}
+	h.sockets[s] = struct{}{}
+	h.wg.Add(1)
+	h.mu.Unlock()
+	defer h.wg.Done()
+
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); s.write() }()
+	go func() { defer wg.Done(); s.keepAlive() }()
+	s.read()
+	s.end(endGone)
+	wg.Wait()
+
+	h.mu.Lock()
+	delete(h.sockets, s)
+	h.slots--
+	h.mu.Unlock()
+}
+
+// read serves requests until the connection ends. It reads with a context of its own,
+// not s.ctx: ending the socket must not cut the connection before the writer sent the
+// close frame (coder/websocket closes a connection whose read context ends).
+func (s *socket) read() {
+	for {
+		typ, data, err := s.conn.Read(context.Background())
+		if err != nil {
+			return
+		}
+		if s.ctx.Err() != nil {
+			return
+		}
+		if typ != websocket.MessageText {
+			s.send(errorAnswer(jsonrpc.ID{}, Errorf(CodeParseError, "parse error: send JSON-RPC as text messages")))
+			continue
+		}
+		msg, id, e := decodeOne(data, s.h.opts.MaxBodyBytes)
+		if e != nil {
+			s.send(errorAnswer(id, e))
+			continue
+		}
+		caller, admin, ok := s.h.opts.Authenticate(s.ctx, s.token)
+		switch {
+		case !ok:
+			s.send(errorAnswer(msg.ID, Errorf(CodeUnauthorized, "unauthorized: the token is no longer valid")))
+			s.end(endRevoked)
+			return
+		case !admin:
+			s.send(errorAnswer(msg.ID, Errorf(CodeForbidden, "forbidden: principal %q is no longer an administrator", caller.Principal)))
+			s.end(endRevoked)
+			return
+		}
+		s.send(s.h.d.answer(s.ctx, caller, msg))
+	}
+}
+
+// write sends queued messages in order until the socket ends, then closes it as end
+// said: after sending what is queued (each message within WriteTimeout), or at once.
+func (s *socket) write() {
+	for {
+		select {
+		case b := <-s.q:
+			if !s.writeOne(b) {
+				s.end(endGone)
+				_ = s.conn.CloseNow()
+				return
+			}
+		case <-s.ctx.Done():
+			why := s.why
+			if why.now {
+				_ = s.conn.CloseNow()
+				return
+			}
+			if why.flush {
+				for flushing := true; flushing; {
+					select {
+					case b := <-s.q:
+						flushing = s.writeOne(b)
+					default:
+						flushing = false
+					}
+				}
+			}
+			_ = s.conn.Close(why.status, why.reason)
+			return
+		}
+	}
+}
+
+func (s *socket) writeOne(b []byte) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.h.opts.WriteTimeout)
+	defer cancel()
+	return s.conn.Write(ctx, websocket.MessageText, b) == nil
+}
+
+// keepAlive pings every PingInterval, ending the socket when a pong does not come
+// within PongTimeout or the token is no longer an administrator's.
+func (s *socket) keepAlive() {
+	t := time.NewTicker(s.h.opts.PingInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-t.C:
+		}
+		if _, admin, ok := s.h.opts.Authenticate(s.ctx, s.token); !ok || !admin {
+			s.end(endRevoked)
+			return
+		}
+		ctx, cancel := context.WithTimeout(s.ctx, s.h.opts.PongTimeout)
+		err := s.conn.Ping(ctx)
+		cancel()
+		if err != nil {
+			s.end(endGone)
+			return
+		}
+	}
+}
+
+// originAllowed mirrors websocket.Accept's origin check, so a refused origin gets the
+// protocol's own answer (403 forbidden) rather than the library's text: no Origin (a
+// client that is not a browser), an Origin whose host is the request's Host, or one
+// matching a pattern.
+func originAllowed(r *http.Request, patterns []string) bool {
+	origin := r.Header.Get("Origin")
+	if origin == "" {
+		return true
+	}
+	u, err := url.Parse(origin)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	if strings.EqualFold(u.Host, r.Host) {
+		return true
+	}
+	for _, p := range patterns {
+		target := u.Host
+		if strings.Contains(p, "://") {
+			target = u.Scheme + "://" + u.Host
+		}
+		if ok, err := path.Match(strings.ToLower(p), strings.ToLower(target)); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}
