@@ -53,13 +53,16 @@ var rpcCodes = map[string]int64{
 	CodeInternal:         jsonrpc.CodeInternalError,
 }
 
-// httpStatus is the one place that decides the HTTP status of an answer on /v1/rpc,
-// by its error's stable code ("" for a result). It is deliberately a single small
-// switch so that it can be folded into serve's one HTTP error map: the refusals made
-// before a request is read (path, method, authentication, size, parse) get their own
-// status; every answer to a request that was read — a result or a method's error — is
-// 200, as JSON-RPC over HTTP has it, and the error is in the body. The body of every
-// non-200 answer is a JSON-RPC error object too (id null), so a client reads one shape.
+// httpStatus is the one place that decides the HTTP status of a refusal on /v1/rpc —
+// a request turned away before it was read as a request (path, method,
+// authentication, size, socket slots, shutdown) or a body that is not one request
+// (parse_error, invalid_request) — by its stable code. It is deliberately a single
+// small switch so that it can be folded into serve's one HTTP error map. Every answer
+// to a request that was read, a result or a method's error (unknown_server,
+// unavailable, …), is 200 as JSON-RPC over HTTP has it, with the error in the body;
+// servePost writes those without asking here. The body of every refusal is a JSON-RPC
+// error object too (id null, or the id when the message had a usable one), so a
+// client reads one shape.
 func httpStatus(code string) int {
 	switch code {
 	case CodeUnauthorized:
@@ -70,7 +73,7 @@ func httpStatus(code string) int {
 		return http.StatusRequestEntityTooLarge
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
-	case CodeTooManySockets:
+	case CodeTooManySockets, CodeUnavailable:
 		return http.StatusServiceUnavailable
 	case CodeNotFound:
 		return http.StatusNotFound

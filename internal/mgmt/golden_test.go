@@ -266,4 +266,3 @@ func TestGoldenCoversEveryMethod(t *testing.T) {
 		}
 	}
 }
-

@@ -2,6 +2,7 @@ package mgmt
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/url"
 	"path"
@@ -15,11 +16,17 @@ import (
 
 // A socket carries requests from the client and, on the way back, their answers and
 // every notification. Three goroutines serve it: the reader (the upgrade's handler
-// goroutine) reads one request at a time and answers it before reading the next, the
-// writer drains the send queue, and the keepalive pings and re-authenticates. Nothing
-// else ever writes to the connection, and nothing but the queue connects a socket to
-// the rest of the Handler, so a socket that stops reading fills only its own queue and
-// is then dropped.
+// goroutine) reads one request at a time and queues its answer before reading the
+// next, the writer drains the send queue in order, and the keepalive pings and
+// re-authenticates. Nothing else ever writes to the connection, and nothing but the
+// queue connects a socket to the rest of the Handler.
+//
+// The queue holds SendQueue messages. Answers may take at most half of it: when that
+// half is full the reader waits before answering (and so before reading more), which
+// pushes back on a client that sends faster than it reads; a client that reads nothing
+// at all is dropped when a write waits WriteTimeout. Notifications never wait: one that
+// finds the queue full drops the socket at once, so a socket that stops reading costs
+// the publisher and the other sockets nothing.
 
 // endReason is why a socket ends: how it is closed, and whether what is queued is
 // still sent first.
@@ -40,23 +47,55 @@ var (
 	endGone      = endReason{now: true}
 )
 
+// outgoing is one queued message; answer marks an answer, whose token in
+// socket.answers the writer returns once it is written.
+type outgoing struct {
+	b      []byte
+	answer bool
+}
+
 type socket struct {
 	h      *Handler
 	conn   *websocket.Conn
 	token  string
 	caller Caller
 
-	q chan []byte
+	q chan outgoing
+	// answers holds a token for each answer queued or being written; its capacity is
+	// the answers' half of the queue.
+	answers chan struct{}
 	// ctx ends when the socket ends; methods running for it are cancelled.
 	ctx    context.Context
 	cancel context.CancelFunc
+	// cut ends only when the socket is cut without a close handshake (dropped, gone):
+	// writes run under it, so a write stuck on a peer that does not read is aborted
+	// (coder/websocket closes the connection when a write's context ends), while a
+	// graceful end still lets queued messages and the close frame through.
+	cut       context.Context
+	cutCancel context.CancelFunc
 
 	endOnce sync.Once
 	why     endReason // set once, before ctx is cancelled
 }
 
-// send queues b without waiting; a full queue ends the socket as not reading. Callers
-// hold h.mu (publish) or are the socket's reader.
+// answer queues an answer, waiting while the answers' half of the queue is full;
+// false when the socket ended meanwhile.
+func (s *socket) answer(b []byte) bool {
+	select {
+	case s.answers <- struct{}{}:
+	case <-s.ctx.Done():
+		return false
+	}
+	select {
+	case s.q <- outgoing{b: b, answer: true}:
+		return true
+	case <-s.ctx.Done():
+		return false
+	}
+}
+
+// send queues a notification without waiting; a full queue ends the socket as not
+// reading. Callers hold h.mu (publish).
 func (s *socket) send(b []byte) {
 	select {
 	case <-s.ctx.Done():
@@ -64,7 +103,7 @@ func (s *socket) send(b []byte) {
 	default:
 	}
 	select {
-	case s.q <- b:
+	case s.q <- outgoing{b: b}:
 	default:
 		if s.end(endSlow) {
 			s.h.countDrop(s)
@@ -79,6 +118,9 @@ func (s *socket) end(why endReason) bool {
 	s.endOnce.Do(func() {
 		s.why = why
 		ended = true
+		if why.now {
+			s.cutCancel()
+		}
 		s.cancel()
 	})
 	return ended
@@ -109,13 +151,9 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 		h.mu.Unlock()
 	}
 
-	// The connection is about to be hijacked: deadlines an outer layer set on it (serve's
-	// guard gives every write of a response a deadline) would outlive the response and
-	// cut a long-lived socket, so they are cleared; the socket bounds its own reads and
-	// writes from here on (PongTimeout, WriteTimeout).
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	_ = rc.SetWriteDeadline(time.Time{})
+	// Accept hijacks the connection; net/http clears its deadlines then, so the write
+	// deadline serve's guard gives a response does not outlive the upgrade. From here on
+	// the socket bounds its own reads and writes (PongTimeout, WriteTimeout).
 	conn, err := websocket.Accept(w, r, &websocket.AcceptOptions{
 		OriginPatterns:  h.opts.OriginPatterns,
 		CompressionMode: websocket.CompressionDisabled,
@@ -127,14 +165,17 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 	}
 	conn.SetReadLimit(h.opts.MaxBodyBytes)
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &socket{h: h, conn: conn, token: token, caller: caller,
-		q: make(chan []byte, h.opts.SendQueue), ctx: ctx, cancel: cancel}
+	cut, cutCancel := context.WithCancel(context.Background())
+	s := &socket{cut: cut, cutCancel: cutCancel,h: h, conn: conn, token: token, caller: caller,
+		q: make(chan outgoing, h.opts.SendQueue), answers: make(chan struct{}, max(1, h.opts.SendQueue/2)),
+		ctx: ctx, cancel: cancel}
 
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
 		release()
 		cancel()
+		cutCancel()
 		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
 		return
 	}
@@ -150,6 +191,7 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 	s.read()
 	s.end(endGone)
 	wg.Wait()
+	s.cutCancel()
 
 	h.mu.Lock()
 	delete(h.sockets, s)
@@ -170,26 +212,32 @@ func (s *socket) read() {
 			return
 		}
 		if typ != websocket.MessageText {
-			s.send(errorAnswer(jsonrpc.ID{}, Errorf(CodeParseError, "parse error: send JSON-RPC as text messages")))
+			if !s.answer(errorAnswer(jsonrpc.ID{}, Errorf(CodeParseError, "parse error: send JSON-RPC as text messages"))) {
+				return
+			}
 			continue
 		}
 		msg, id, e := decodeOne(data, s.h.opts.MaxBodyBytes)
 		if e != nil {
-			s.send(errorAnswer(id, e))
+			if !s.answer(errorAnswer(id, e)) {
+				return
+			}
 			continue
 		}
 		caller, admin, ok := s.h.opts.Authenticate(s.ctx, s.token)
 		switch {
 		case !ok:
-			s.send(errorAnswer(msg.ID, Errorf(CodeUnauthorized, "unauthorized: the token is no longer valid")))
+			s.answer(errorAnswer(msg.ID, Errorf(CodeUnauthorized, "unauthorized: the token is no longer valid")))
 			s.end(endRevoked)
 			return
 		case !admin:
-			s.send(errorAnswer(msg.ID, Errorf(CodeForbidden, "forbidden: principal %q is no longer an administrator", caller.Principal)))
+			s.answer(errorAnswer(msg.ID, Errorf(CodeForbidden, "forbidden: principal %q is no longer an administrator", caller.Principal)))
 			s.end(endRevoked)
 			return
 		}
-		s.send(s.h.d.answer(s.ctx, caller, msg))
+		if !s.answer(s.h.d.answer(s.ctx, caller, msg)) {
+			return
+		}
 	}
 }
 
@@ -199,8 +247,16 @@ func (s *socket) write() {
 	for {
 		select {
 		case b := <-s.q:
-			if !s.writeOne(b) {
-				s.end(endGone)
+			if err := s.writeOne(b); err != nil {
+				// A write that ran out of WriteTimeout is a socket not reading, as a
+				// full queue is; any other failure is a connection that went away.
+				why := endGone
+				if errors.Is(err, context.DeadlineExceeded) {
+					why = endSlow
+				}
+				if s.end(why) && why == endSlow {
+					s.h.countDrop(s)
+				}
 				_ = s.conn.CloseNow()
 				return
 			}
@@ -214,7 +270,7 @@ func (s *socket) write() {
 				for flushing := true; flushing; {
 					select {
 					case b := <-s.q:
-						flushing = s.writeOne(b)
+						flushing = s.writeOne(b) == nil
 					default:
 						flushing = false
 					}
@@ -226,10 +282,20 @@ func (s *socket) write() {
 	}
 }
 
-func (s *socket) writeOne(b []byte) bool {
-	ctx, cancel := context.WithTimeout(context.Background(), s.h.opts.WriteTimeout)
+func (s *socket) writeOne(m outgoing) error {
+	if m.answer {
+		defer func() { <-s.answers }()
+	}
+	b := m.b
+	ctx, cancel := context.WithTimeout(s.cut, s.h.opts.WriteTimeout)
 	defer cancel()
-	return s.conn.Write(ctx, websocket.MessageText, b) == nil
+	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return context.DeadlineExceeded
+		}
+		return err
+	}
+	return nil
 }
 
 // keepAlive pings every PingInterval, ending the socket when a pong does not come

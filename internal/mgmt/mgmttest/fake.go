@@ -135,6 +135,13 @@ func (m *Manager) Subscribe(fn func(mgmt.Notification)) (func(), error) {
 	}, nil
 }
 
+// Subscribers reports how many subscriptions are open.
+func (m *Manager) Subscribers() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return len(m.subs)
+}
+
 // Publish delivers n to every subscriber, as a change would. Tests use it to push
 // notifications the fake's own methods do not make (status and catalogue changes).
 func (m *Manager) Publish(n mgmt.Notification) {
