@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/coder/websocket"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -113,7 +114,7 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	if msg.Error != nil {
 		return fromRPC(msg.Error)
 	}
-	if rpcwire.IDKey(msg.ID) != rpcwire.IDKey(id) {
+	if !bytes.Equal(msg.ID, rpcwire.EncodeID(id)) {
 		return fmt.Errorf("the daemon answered %s with another request's id", method)
 	}
 	if err := json.Unmarshal(msg.Result, out); err != nil {
@@ -122,17 +123,51 @@ func (c *Client) call(ctx context.Context, method string, params, out any) error
 	return nil
 }
 
-// readAnswer decodes one JSON-RPC answer strictly (an answer with duplicate members is
-// as suspect as a request with them).
-func readAnswer(data []byte) (*rpcwire.Message, error) {
-	body, rpcErr := rpcwire.Limits{MaxBytes: MaxAnswerBytes}.Decode(data)
-	if rpcErr != nil {
-		return nil, errors.New(rpcErr.Message)
+// answer is one JSON-RPC response as the Client reads it.
+type answer struct {
+	ID     json.RawMessage
+	Result json.RawMessage
+	Error  *jsonrpc.Error
+}
+
+// readAnswer decodes one JSON-RPC response strictly (an answer with duplicate or
+// case-variant members is as suspect as a request with them): jsonrpc "2.0", an id
+// (null for a refusal), and exactly one of result and error.
+func readAnswer(data []byte) (*answer, error) {
+	v, err := rpcwire.DecodeValue(data)
+	if err != nil {
+		return nil, err
 	}
-	if body.Batch || body.Items[0].Msg == nil || !body.Items[0].Msg.IsResponse() {
+	obj, ok := v.(map[string]any)
+	if !ok || obj["jsonrpc"] != "2.0" {
 		return nil, errors.New("not one JSON-RPC answer")
 	}
-	return body.Items[0].Msg, nil
+	_, hasID := obj["id"]
+	_, hasResult := obj["result"]
+	_, hasError := obj["error"]
+	if !hasID || hasResult == hasError || len(obj) != 3 {
+		return nil, errors.New("not one JSON-RPC answer")
+	}
+	var a struct {
+		ID     json.RawMessage `json:"id"`
+		Result json.RawMessage `json:"result"`
+		Error  *struct {
+			Code    *int64          `json:"code"`
+			Message string          `json:"message"`
+			Data    json.RawMessage `json:"data"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(data, &a); err != nil {
+		return nil, fmt.Errorf("not one JSON-RPC answer: %w", err)
+	}
+	out := &answer{ID: a.ID, Result: a.Result}
+	if hasError {
+		if a.Error == nil || a.Error.Code == nil {
+			return nil, errors.New("not one JSON-RPC answer: error without a code")
+		}
+		out.Error = &jsonrpc.Error{Code: *a.Error.Code, Message: a.Error.Message, Data: a.Error.Data}
+	}
+	return out, nil
 }
 
 // refusalError reads an answer that is not JSON-RPC: serve's guard refuses with

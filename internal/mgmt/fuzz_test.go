@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -52,11 +51,10 @@ func FuzzHandler(f *testing.F) {
 		default:
 			t.Fatalf("HTTP %d for %q", rec.Code, body)
 		}
-		parsed, rpcErr := rpcwire.Decode(rec.Body.Bytes())
-		if rpcErr != nil || parsed.Batch || parsed.Items[0].Msg == nil || !parsed.Items[0].Msg.IsResponse() {
-			t.Fatalf("answer is not one JSON-RPC response: %s", rec.Body.Bytes())
+		a, err := mgmt.ReadAnswer(rec.Body.Bytes())
+		if err != nil {
+			t.Fatalf("answer is not one JSON-RPC response (%v): %s", err, rec.Body.Bytes())
 		}
-		a := parsed.Items[0].Msg
 		if a.Error != nil {
 			var d struct {
 				Code string `json:"code"`
@@ -69,7 +67,7 @@ func FuzzHandler(f *testing.F) {
 		}
 		if rec.Code == 200 {
 			in, _ := rpcwire.Decode(body)
-			if in == nil || in.Batch || in.Items[0].Msg == nil || rpcwire.IDKey(in.Items[0].Msg.ID) != rpcwire.IDKey(a.ID) {
+			if in == nil || in.Batch || in.Items[0].Msg == nil || string(rpcwire.EncodeID(in.Items[0].Msg.ID)) != string(a.ID) {
 				t.Fatalf("a 200 answer to %q with id %v", body, a.ID)
 			}
 		}
@@ -85,42 +83,4 @@ func documentedCode(code string, n int64) bool {
 		}
 	}
 	return false
-}
-
-var docsTable []docsRow
-
-type docsRow struct {
-	code   string
-	rpc    int64
-	status int
-}
-
-// docsErrorTable reads the table under "## Errors" in docs/management.md: rows
-// "| `code` | -32xxx | status | meaning |".
-func docsErrorTable() []docsRow {
-	if docsTable != nil {
-		return docsTable
-	}
-	data, err := os.ReadFile("../../docs/management.md")
-	if err != nil {
-		panic(err)
-	}
-	_, section, _ := strings.Cut(string(data), "\n## Errors\n")
-	section, _, _ = strings.Cut(section, "\n## ")
-	for _, line := range strings.Split(section, "\n") {
-		cells := strings.Split(line, "|")
-		if len(cells) < 5 || !strings.HasPrefix(strings.TrimSpace(cells[1]), "`") {
-			continue
-		}
-		var row docsRow
-		row.code = strings.Trim(strings.TrimSpace(cells[1]), "`")
-		if err := json.Unmarshal([]byte(strings.TrimSpace(cells[2])), &row.rpc); err != nil {
-			panic("docs/management.md: bad JSON-RPC code in " + line)
-		}
-		if err := json.Unmarshal([]byte(strings.TrimSpace(cells[3])), &row.status); err != nil {
-			panic("docs/management.md: bad HTTP status in " + line)
-		}
-		docsTable = append(docsTable, row)
-	}
-	return docsTable
 }

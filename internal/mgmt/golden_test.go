@@ -99,7 +99,7 @@ func serveStack(t testing.TB, m mgmt.Manager, opts mgmt.Options) (http.Handler, 
 // the list after it). A request is raw HTTP; a response is "HTTP <status>", the pinned
 // headers, a blank line and the body, byte for byte. A file may instead hold "send"
 // and "receive" files: WebSocket messages, one per line, sent on one socket and then
-// expected in order.
+// expected in order; "publish" files hold notifications the fake publishes.
 func TestGolden(t *testing.T) {
 	files, err := filepath.Glob("testdata/golden/*.txtar")
 	if err != nil || len(files) == 0 {
@@ -146,6 +146,16 @@ func TestGolden(t *testing.T) {
 					}
 					for _, line := range strings.Split(strings.TrimRight(string(f.Data), "\n"), "\n") {
 						writeMsg(t, sock, line)
+					}
+				case "publish":
+					// Notifications the fake's methods do not make (catalogue changes),
+					// published as the Manager would, one JSON-RPC notification a line.
+					for _, line := range strings.Split(strings.TrimRight(string(f.Data), "\n"), "\n") {
+						n, ok := mgmt.DecodeNotification([]byte(line))
+						if !ok {
+							t.Fatalf("not a notification: %s", line)
+						}
+						fake.Publish(n)
 					}
 				case "receive":
 					want := strings.Split(strings.TrimRight(string(f.Data), "\n"), "\n")

@@ -79,8 +79,7 @@ type Handler struct {
 	unsubscribe func()
 
 	mu      sync.Mutex
-	sockets map[*socket]struct{}
-	slots   int // sockets registered plus upgrades under way
+	sockets map[*socket]struct{} // registered from before the upgrade is answered
 	closed  bool
 
 	dropped atomic.Uint64

@@ -2,12 +2,12 @@ package mgmt
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/coder/websocket"
@@ -76,6 +76,7 @@ type socket struct {
 
 	endOnce sync.Once
 	why     endReason // set once, before ctx is cancelled
+	dropped atomic.Bool
 }
 
 // answer queues an answer, waiting while the answers' half of the queue is full;
@@ -105,10 +106,19 @@ func (s *socket) send(b []byte) {
 	select {
 	case s.q <- outgoing{b: b}:
 	default:
-		if s.end(endSlow) {
-			s.h.countDrop(s)
-		}
+		s.drop()
 	}
+}
+
+// drop ends the socket as not reading (counted once) and cuts it, even when it was
+// already ending gracefully: a peer that does not take what is flushed to it must not
+// hold the close.
+func (s *socket) drop() {
+	if s.dropped.CompareAndSwap(false, true) {
+		s.h.countDrop(s) // before the cut, so whoever sees the socket gone sees it counted
+	}
+	s.end(endSlow)
+	s.cutCancel()
 }
 
 // end records why the socket ends and wakes its writer to close it; true for the call
@@ -132,24 +142,37 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 		refuse(w, Errorf(CodeForbidden, "forbidden: origin %q may not open a management socket", r.Header.Get("Origin")))
 		return
 	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cut, cutCancel := context.WithCancel(context.Background())
+	s := &socket{h: h, token: token, caller: caller,
+		q: make(chan outgoing, h.opts.SendQueue), answers: make(chan struct{}, max(1, h.opts.SendQueue/2)),
+		ctx: ctx, cancel: cancel, cut: cut, cutCancel: cutCancel}
+	defer cutCancel()
+	defer cancel()
+
+	// The socket is registered before the upgrade is answered, so a client that has
+	// its 101 gets every notification of a change made after it (subscribe, then
+	// mcp/list: nothing falls between). What is published meanwhile waits in the queue.
 	h.mu.Lock()
-	if h.closed || h.slots >= h.opts.MaxSockets {
-		closed := h.closed
+	switch {
+	case h.closed:
 		h.mu.Unlock()
-		if closed {
-			refuse(w, Errorf(CodeUnavailable, "unavailable: the server is shutting down"))
-			return
-		}
+		refuse(w, Errorf(CodeUnavailable, "unavailable: the server is shutting down"))
+		return
+	case len(h.sockets) >= h.opts.MaxSockets:
+		h.mu.Unlock()
 		refuse(w, Errorf(CodeTooManySockets, "too many connections: at most %d management sockets are open at once", h.opts.MaxSockets))
 		return
 	}
-	h.slots++
+	h.sockets[s] = struct{}{}
+	h.wg.Add(1)
 	h.mu.Unlock()
-	release := func() {
+	defer func() {
 		h.mu.Lock()
-		h.slots--
+		delete(h.sockets, s)
 		h.mu.Unlock()
-	}
+		h.wg.Done()
+	}()
 
 	// Accept hijacks the connection; net/http clears its deadlines then, so the write
 	// deadline serve's guard gives a response does not outlive the upgrade. From here on
@@ -159,30 +182,11 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 		CompressionMode: websocket.CompressionDisabled,
 	})
 	if err != nil {
-		release()
 		h.log.Debug("accepting a management socket", "err", err)
 		return
 	}
 	conn.SetReadLimit(h.opts.MaxBodyBytes)
-	ctx, cancel := context.WithCancel(context.Background())
-	cut, cutCancel := context.WithCancel(context.Background())
-	s := &socket{cut: cut, cutCancel: cutCancel,h: h, conn: conn, token: token, caller: caller,
-		q: make(chan outgoing, h.opts.SendQueue), answers: make(chan struct{}, max(1, h.opts.SendQueue/2)),
-		ctx: ctx, cancel: cancel}
-
-	h.mu.Lock()
-	if h.closed {
-		h.mu.Unlock()
-		release()
-		cancel()
-		cutCancel()
-		_ = conn.Close(websocket.StatusGoingAway, "server shutting down")
-		return
-	}
-	h.sockets[s] = struct{}{}
-	h.wg.Add(1)
-	h.mu.Unlock()
-	defer h.wg.Done()
+	s.conn = conn
 
 	var wg sync.WaitGroup
 	wg.Add(2)
@@ -191,12 +195,6 @@ func (h *Handler) serveSocket(w http.ResponseWriter, r *http.Request, token stri
 	s.read()
 	s.end(endGone)
 	wg.Wait()
-	s.cutCancel()
-
-	h.mu.Lock()
-	delete(h.sockets, s)
-	h.slots--
-	h.mu.Unlock()
 }
 
 // read serves requests until the connection ends. It reads with a context of its own,
@@ -246,17 +244,9 @@ func (s *socket) read() {
 func (s *socket) write() {
 	for {
 		select {
-		case b := <-s.q:
-			if err := s.writeOne(b); err != nil {
-				// A write that ran out of WriteTimeout is a socket not reading, as a
-				// full queue is; any other failure is a connection that went away.
-				why := endGone
-				if errors.Is(err, context.DeadlineExceeded) {
-					why = endSlow
-				}
-				if s.end(why) && why == endSlow {
-					s.h.countDrop(s)
-				}
+		case m := <-s.q:
+			if s.writeOne(m) != nil {
+				s.end(endGone) // unless writeOne's timer dropped it first
 				_ = s.conn.CloseNow()
 				return
 			}
@@ -282,20 +272,17 @@ func (s *socket) write() {
 	}
 }
 
+// writeOne writes one message. A write the peer does not take within WriteTimeout
+// drops the socket as not reading; the reason is recorded before the connection is cut
+// (end cancels cut, and coder/websocket closes a connection whose write context ends),
+// so the reader, which sees the cut as a failed read, cannot record it as gone first.
 func (s *socket) writeOne(m outgoing) error {
 	if m.answer {
 		defer func() { <-s.answers }()
 	}
-	b := m.b
-	ctx, cancel := context.WithTimeout(s.cut, s.h.opts.WriteTimeout)
-	defer cancel()
-	if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			return context.DeadlineExceeded
-		}
-		return err
-	}
-	return nil
+	t := time.AfterFunc(s.h.opts.WriteTimeout, s.drop)
+	defer t.Stop()
+	return s.conn.Write(s.cut, websocket.MessageText, m.b)
 }
 
 // keepAlive pings every PingInterval, ending the socket when a pong does not come

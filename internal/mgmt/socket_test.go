@@ -108,12 +108,13 @@ func (p *pipeServer) mustSocket(t *testing.T) *websocket.Conn {
 // its own goroutines); the test's deadline bounds it.
 func waitStats(t *testing.T, h *mgmt.Handler, ok func(mgmt.Stats) bool) mgmt.Stats {
 	t.Helper()
+	start := time.Now()
 	for {
 		st := h.Stats()
 		if ok(st) {
 			return st
 		}
-		if t.Context().Err() != nil {
+		if t.Context().Err() != nil || time.Since(start) > 20*time.Second {
 			t.Fatalf("stats never as expected: %+v", st)
 		}
 		time.Sleep(time.Millisecond)
@@ -418,5 +419,24 @@ func TestHandlerCloseUnsubscribes(t *testing.T) {
 	}
 	if n := fake.Subscribers(); n != 0 {
 		t.Fatalf("%d subscribers after Close, want 0", n)
+	}
+}
+
+// Close flushes what is queued to each socket, but a socket that does not take it is cut
+// after WriteTimeout (counted as not reading) instead of holding Close.
+func TestHandlerCloseWithSocketNotReading(t *testing.T) {
+	fake := mgmttest.NewSeeded()
+	stack, h := serveStack(t, fake, mgmt.Options{WriteTimeout: 20 * time.Millisecond})
+	p := newPipeServer(t, stack)
+	p.mustSocket(t) // never read
+	waitStats(t, h, func(s mgmt.Stats) bool { return s.Sockets == 1 })
+	for v := uint64(1); v <= 5; v++ {
+		fake.Publish(changed(v))
+	}
+	if err := h.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if st := h.Stats(); st.Sockets != 0 || st.Dropped != 1 {
+		t.Fatalf("after Close: %+v", st)
 	}
 }
