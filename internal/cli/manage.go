@@ -218,50 +218,42 @@ only to turns that select it (--capability mcpServer=NAME).`,
 	return cmd
 }
 
-func newRestartCmd(env *Env) *cobra.Command {
+// serverCmd is a command about one installed server: NAME|ID, the addressing flags,
+// one call and its renderer.
+func serverCmd[R any](env *Env, use, short string, call func(context.Context, mgmt.Manager, mgmt.Caller, mgmt.ServerRef) (R, error), human func(io.Writer, R) error) *cobra.Command {
 	var f manageFlags
 	cmd := &cobra.Command{
-		Use:   "restart NAME|ID",
-		Short: "Restart an MCP server's process (after its credentials or environment changed)",
+		Use:   use + " NAME|ID",
+		Short: short,
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return manage(cmd, env, &f, func(ctx context.Context, m mgmt.Manager, who mgmt.Caller) (*mgmt.RestartResult, error) {
-				return m.Restart(ctx, who, mgmt.RestartParams{ServerRef: f.ref(args[0])})
-			}, mgmt.WriteRestart)
+			ref := f.ref(args[0])
+			return manage(cmd, env, &f, func(ctx context.Context, m mgmt.Manager, who mgmt.Caller) (R, error) {
+				return call(ctx, m, who, ref)
+			}, human)
 		},
 	}
 	f.add(cmd, true)
 	return cmd
+}
+
+func newRestartCmd(env *Env) *cobra.Command {
+	return serverCmd(env, "restart", "Restart an MCP server's process (after its credentials or environment changed)",
+		func(ctx context.Context, m mgmt.Manager, who mgmt.Caller, ref mgmt.ServerRef) (*mgmt.RestartResult, error) {
+			return m.Restart(ctx, who, mgmt.RestartParams{ServerRef: ref})
+		}, mgmt.WriteRestart)
 }
 
 func newUninstallCmd(env *Env) *cobra.Command {
-	var f manageFlags
-	cmd := &cobra.Command{
-		Use:   "uninstall NAME|ID",
-		Short: "Stop and remove an MCP server (its past calls and audit events are kept)",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return manage(cmd, env, &f, func(ctx context.Context, m mgmt.Manager, who mgmt.Caller) (*mgmt.UninstallResult, error) {
-				return m.Uninstall(ctx, who, mgmt.UninstallParams{ServerRef: f.ref(args[0])})
-			}, mgmt.WriteUninstall)
-		},
-	}
-	f.add(cmd, true)
-	return cmd
+	return serverCmd(env, "uninstall", "Stop and remove an MCP server (its past calls and audit events are kept)",
+		func(ctx context.Context, m mgmt.Manager, who mgmt.Caller, ref mgmt.ServerRef) (*mgmt.UninstallResult, error) {
+			return m.Uninstall(ctx, who, mgmt.UninstallParams{ServerRef: ref})
+		}, mgmt.WriteUninstall)
 }
 
 func newDetailsCmd(env *Env) *cobra.Command {
-	var f manageFlags
-	cmd := &cobra.Command{
-		Use:   "details NAME|ID",
-		Short: "Show an MCP server's catalogue, health, recent audit and name bindings",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return manage(cmd, env, &f, func(ctx context.Context, m mgmt.Manager, who mgmt.Caller) (*mgmt.DetailsResult, error) {
-				return m.Details(ctx, who, mgmt.DetailsParams{ServerRef: f.ref(args[0])})
-			}, mgmt.WriteDetails)
-		},
-	}
-	f.add(cmd, true)
-	return cmd
+	return serverCmd(env, "details", "Show an MCP server's catalogue, health, recent audit and name bindings",
+		func(ctx context.Context, m mgmt.Manager, who mgmt.Caller, ref mgmt.ServerRef) (*mgmt.DetailsResult, error) {
+			return m.Details(ctx, who, mgmt.DetailsParams{ServerRef: ref})
+		}, mgmt.WriteDetails)
 }

@@ -119,6 +119,19 @@ func (m *Manager) record(method string, c mgmt.Caller, p any) {
 	m.calls = append(m.calls, Call{Method: method, Caller: c, Params: p})
 }
 
+// lockChange locks m for a change; the notifications the change appends to *notes are
+// published, in order, once unlock released the lock (subscribers may call back in).
+func (m *Manager) lockChange() (notes *[]mgmt.Notification, unlock func()) {
+	notes = new([]mgmt.Notification)
+	m.mu.Lock()
+	return notes, func() {
+		m.mu.Unlock()
+		for _, n := range *notes {
+			m.Publish(n)
+		}
+	}
+}
+
 // Subscribe implements mgmt.Manager.
 func (m *Manager) Subscribe(fn func(mgmt.Notification)) (func(), error) {
 	m.mu.Lock()
@@ -223,14 +236,8 @@ func (hasher) Digest(s keystore.Secret) string {
 // installed, or updated when an entry of that name and scope has another fingerprint,
 // or unchanged when it has the same one.
 func (m *Manager) Install(_ context.Context, c mgmt.Caller, p mgmt.InstallParams) (*mgmt.InstallResult, error) {
-	var notes []mgmt.Notification
-	defer func() {
-		for _, n := range notes {
-			m.Publish(n)
-		}
-	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	notes, unlock := m.lockChange()
+	defer unlock()
 	m.record(mgmt.MethodInstall, c, p)
 	if err := m.checkWorkspace(p.WorkspaceID); err != nil {
 		return nil, err
@@ -283,7 +290,7 @@ func (m *Manager) Install(_ context.Context, c mgmt.Caller, p mgmt.InstallParams
 		res.Servers = append(res.Servers, out)
 		res.Audit.EventsWritten++
 		m.version++
-		notes = append(notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(m.servers[i]), Change: change})
+		*notes = append(*notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(m.servers[i]), Change: change})
 	}
 	return res, nil
 }
@@ -291,14 +298,8 @@ func (m *Manager) Install(_ context.Context, c mgmt.Caller, p mgmt.InstallParams
 // SetPolicy implements mgmt.Manager. Disabling a server takes it to state disabled;
 // enabling a disabled one to not_started.
 func (m *Manager) SetPolicy(_ context.Context, c mgmt.Caller, p mgmt.PolicySetParams) (*mgmt.PolicySetResult, error) {
-	var notes []mgmt.Notification
-	defer func() {
-		for _, n := range notes {
-			m.Publish(n)
-		}
-	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	notes, unlock := m.lockChange()
+	defer unlock()
 	m.record(mgmt.MethodPolicySet, c, p)
 	i, err := m.find(p.ServerRef)
 	if err != nil {
@@ -318,7 +319,7 @@ func (m *Manager) SetPolicy(_ context.Context, c mgmt.Caller, p mgmt.PolicySetPa
 		e.srv.Policy = pol
 		res.Audit.EventsWritten = 1
 		m.version++
-		notes = append(notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e), Change: mgmt.ChangePolicy})
+		*notes = append(*notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e), Change: mgmt.ChangePolicy})
 		switch {
 		case !pol.Enabled && was != "disabled":
 			e.setState("disabled")
@@ -327,7 +328,7 @@ func (m *Manager) SetPolicy(_ context.Context, c mgmt.Caller, p mgmt.PolicySetPa
 		}
 		if now := e.srv.Runtime.State; now != was {
 			m.version++
-			notes = append(notes, &mgmt.StatusChanged{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e),
+			*notes = append(*notes, &mgmt.StatusChanged{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e),
 				PreviousState: was, State: now, Live: false, Status: now, Reason: map[bool]string{true: "enabled", false: "disabled"}[pol.Enabled]})
 		}
 	}
@@ -346,14 +347,8 @@ func (e *entry) setState(s string) {
 // Restart implements mgmt.Manager: an enabled server goes to restarting; a disabled
 // one is a conflict.
 func (m *Manager) Restart(_ context.Context, c mgmt.Caller, p mgmt.RestartParams) (*mgmt.RestartResult, error) {
-	var notes []mgmt.Notification
-	defer func() {
-		for _, n := range notes {
-			m.Publish(n)
-		}
-	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	notes, unlock := m.lockChange()
+	defer unlock()
 	m.record(mgmt.MethodRestart, c, p)
 	i, err := m.find(p.ServerRef)
 	if err != nil {
@@ -366,21 +361,15 @@ func (m *Manager) Restart(_ context.Context, c mgmt.Caller, p mgmt.RestartParams
 	was := e.srv.Runtime.State
 	e.setState("restarting")
 	m.version++
-	notes = append(notes, &mgmt.StatusChanged{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e),
+	*notes = append(*notes, &mgmt.StatusChanged{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e),
 		PreviousState: was, State: "restarting", Status: "restarting", Reason: "restart_requested"})
 	return &mgmt.RestartResult{Server: e.srv, Audit: mgmt.Audit{EventsWritten: 1}}, nil
 }
 
 // Uninstall implements mgmt.Manager.
 func (m *Manager) Uninstall(_ context.Context, c mgmt.Caller, p mgmt.UninstallParams) (*mgmt.UninstallResult, error) {
-	var notes []mgmt.Notification
-	defer func() {
-		for _, n := range notes {
-			m.Publish(n)
-		}
-	}()
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	notes, unlock := m.lockChange()
+	defer unlock()
 	m.record(mgmt.MethodUninstall, c, p)
 	i, err := m.find(p.ServerRef)
 	if err != nil {
@@ -389,7 +378,7 @@ func (m *Manager) Uninstall(_ context.Context, c mgmt.Caller, p mgmt.UninstallPa
 	e := m.servers[i]
 	m.servers = append(m.servers[:i], m.servers[i+1:]...)
 	m.version++
-	notes = append(notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e), Change: mgmt.ChangeRemoved})
+	*notes = append(*notes, &mgmt.Changed{SnapshotVersion: m.version, At: Now, NotifiedServer: notified(e), Change: mgmt.ChangeRemoved})
 	return &mgmt.UninstallResult{Server: e.srv, Audit: mgmt.Audit{EventsWritten: 1}}, nil
 }
 
