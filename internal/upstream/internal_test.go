@@ -355,13 +355,13 @@ func TestStringIDAnswered(t *testing.T) {
 func TestWithMeta(t *testing.T) {
 	own := []byte(`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`)
 	for in, want := range map[string]string{
-		``:                     `{"_meta":{` + string(own) + `}}`,
-		`null`:                 `{"_meta":{` + string(own) + `}}`,
-		`{}`:                   `{"_meta":{` + string(own) + `}}`,
-		` { } `:                `{ ,"_meta":{` + string(own) + `}}`,
-		`{"a":1.50}`:           `{"a":1.50,"_meta":{` + string(own) + `}}`,
-		`{"a":1,"_meta":{}}`:   `{"a":1,"_meta":{` + string(own) + `}}`,
-		`{"_meta":{"progressToken":7, "x" : 1e2},"b":[1]}`: `{"_meta":{"progressToken":7,"x" : 1e2,` + string(own) + `},"b":[1]}`,
+		``:                   `{"_meta":{` + string(own) + `}}`,
+		`null`:               `{"_meta":{` + string(own) + `}}`,
+		`{}`:                 `{"_meta":{` + string(own) + `}}`,
+		` { } `:              `{ ,"_meta":{` + string(own) + `}}`,
+		`{"a":1.50}`:         `{"a":1.50,"_meta":{` + string(own) + `}}`,
+		`{"a":1,"_meta":{}}`: `{"a":1,"_meta":{` + string(own) + `}}`,
+		`{"_meta":{"progressToken":7, "x" : 1e2},"b":[1]}`:                                 `{"_meta":{"progressToken":7,"x" : 1e2,` + string(own) + `},"b":[1]}`,
 		`{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999","progressToken":"t"}}`: `{"_meta":{"progressToken":"t",` + string(own) + `}}`,
 	} {
 		got, err := withMeta(json.RawMessage(in), own)
