@@ -362,14 +362,14 @@ func (s *Server) answer(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 	}
 	if g == nil {
 		return s.signIn(ctx, ch, ci, nil, nil, upstream.AuthReasonLoginRequired,
-			"the server requires a sign-in: toolgate auth login "+s.cfg.Server)
+			"the server requires a sign-in: toolgate auth login "+s.cfg.Server, nil)
 	}
 	worked := used.Generation != 0 && s.accepted.Load() >= used.Generation
 	if !worked && via != viaStored {
 		if via == viaRefresh {
 			s.dropGrant(ctx, g)
 			return s.signIn(ctx, ch, ci, nil, nil, upstream.AuthReasonTokenRejected,
-				"the server refuses the token just renewed for it: sign in again (toolgate auth login "+s.cfg.Server+")")
+				"the server refuses the token just renewed for it: sign in again (toolgate auth login "+s.cfg.Server+")", nil)
 		}
 		return false, s.park(ch, upstream.AuthReasonTokenRejected,
 			"the server refuses the token its authorization server just issued for it", nil)
@@ -384,7 +384,7 @@ func (s *Server) answer(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 		s.log.Info("oauth: the server names another authorization server", "was", g.Issuer, "now", d.asm.Issuer)
 		s.dropGrant(ctx, g)
 		return s.signIn(ctx, ch, ci, nil, d, upstream.AuthReasonLoginRequired,
-			"the server now uses the authorization server "+d.asm.Issuer+": sign in there (toolgate auth login "+s.cfg.Server+")")
+			"the server now uses the authorization server "+d.asm.Issuer+": sign in there (toolgate auth login "+s.cfg.Server+")", nil)
 	}
 	if renewable(g) {
 		ng, err := s.renew(ctx, g)
@@ -397,11 +397,11 @@ func (s *Server) answer(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 		}
 		s.dropGrant(ctx, g)
 		return s.signIn(ctx, ch, ci, nil, d, reason,
-			"the authorization server refused to renew the sign-in: sign in again (toolgate auth login "+s.cfg.Server+")")
+			"the authorization server refused to renew the sign-in: sign in again (toolgate auth login "+s.cfg.Server+")", err)
 	}
 	s.dropGrant(ctx, g)
 	return s.signIn(ctx, ch, ci, nil, d, upstream.AuthReasonLoginRequired,
-		"the sign-in lapsed and there is no refresh token: sign in again (toolgate auth login "+s.cfg.Server+")")
+		"the sign-in lapsed and there is no refresh token: sign in again (toolgate auth login "+s.cfg.Server+")", nil)
 }
 
 // stepUp answers a 403 insufficient_scope.
@@ -441,9 +441,9 @@ func (s *Server) stepUp(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 
 // signIn obtains credentials without a person when the Server may, or parks
 // with reason and detail.
-func (s *Server) signIn(ctx context.Context, ch *upstream.AuthRequiredError, ci challengeInfo, scopes []string, d *discovery, reason, detail string) (bool, error) {
+func (s *Server) signIn(ctx context.Context, ch *upstream.AuthRequiredError, ci challengeInfo, scopes []string, d *discovery, reason, detail string, cause error) (bool, error) {
 	if !s.automatic() {
-		return false, s.park(ch, reason, detail, nil)
+		return false, s.park(ch, reason, detail, cause)
 	}
 	if err := s.obtain(ctx, ci, scopes, d); err != nil {
 		return s.failed(ch, err)

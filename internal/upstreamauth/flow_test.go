@@ -50,8 +50,19 @@ func TestHeadlessSignIn(t *testing.T) {
 		!slices.Equal(st.Scopes, []string{"read", "offline_access"}) {
 		t.Errorf("status %+v %v", st, err)
 	}
-	// The grant and the registration are sealed in the keystore: a new
-	// Server (a restart) uses them without signing in again.
+	// The grant and the registration are sealed in the keystore (no token
+	// or secret in clear in what the backend holds) and a new Server (a
+	// restart) uses them without signing in again.
+	g, err := w.store.LoadGrant(ctx, "files")
+	if err != nil || !strings.Contains(g.AccessToken.RevealString(), canary) || !strings.Contains(g.RefreshToken.RevealString(), canary) {
+		t.Fatalf("stored grant: %v", err)
+	}
+	for _, name := range []string{"oauth.grant", "oauth.client"} {
+		blob := w.mem.Blob("oauth:user", "files", name)
+		if len(blob) == 0 || strings.Contains(string(blob), canary) || strings.Contains(string(blob), "access-") {
+			t.Errorf("%s at rest: %d bytes, clear: %v", name, len(blob), strings.Contains(string(blob), canary))
+		}
+	}
 	s2 := w.server(t, upstreamauth.Config{})
 	c2, err := w.dial(ctx, s2)
 	if err != nil {

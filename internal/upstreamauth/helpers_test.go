@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -125,6 +128,23 @@ func (w *world) noCanary(t *testing.T, extra ...string) {
 			t.Errorf("a secret leaked: %s", text)
 		}
 	}
+	noCanaryInProcesses(t)
+}
+
+// noCanaryInProcesses: no process's argv holds a token (nothing toolgate
+// starts, a browser included, is given one).
+func noCanaryInProcesses(t *testing.T) {
+	t.Helper()
+	dirs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range dirs {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Contains(b, []byte(canary)) {
+			t.Errorf("%s holds a secret: %q", p, b)
+		}
+	}
+	if len(dirs) == 0 {
+		t.Errorf("no /proc to scan")
+	}
 }
 
 func testCtx(t *testing.T) context.Context {
@@ -152,4 +172,17 @@ func everyTokenRequestNamesTheServer(t *testing.T, fx *upstreamauthtest.Fixture)
 			t.Errorf("token request %d (%s) resource %v, want %s", i, r.GrantType, r.Resource, fx.URL)
 		}
 	}
+}
+
+// browse is a person's browser: it opens u and follows redirects.
+func browse(u string) error {
+	resp, err := http.Get(u)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errors.New("the browser ended on HTTP " + resp.Status)
+	}
+	return nil
 }

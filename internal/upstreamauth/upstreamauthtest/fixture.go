@@ -76,6 +76,11 @@ type Options struct {
 	// (a careless authorization server), to check a client does not repeat
 	// them.
 	EchoSecrets bool
+	// Metadata replaces members of the authorization server's metadata
+	// (hostile endpoints).
+	Metadata map[string]any
+	// TokenRedirect makes the token endpoint answer 307 to this URL.
+	TokenRedirect string
 }
 
 // TokenRequest is one request the token endpoint received.
@@ -112,9 +117,11 @@ type Fixture struct {
 	tokenReqs   []TokenRequest
 	authReqs    []AuthorizationRequest
 	regs        int
+	asReqs      int
 	mcpStatus   map[int]int
 	issuerOf    func() string // which issuer the resource metadata names (migration)
 	resourceFor string        // the resource the metadata names (mismatch tests)
+	trusted     []*Fixture    // other authorization servers whose tokens the MCP server takes
 }
 
 type client struct {
@@ -209,6 +216,13 @@ func (f *Fixture) Registrations() int {
 	return f.regs
 }
 
+// ASRequests is how many requests the authorization server received.
+func (f *Fixture) ASRequests() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.asReqs
+}
+
 // MCPRequests returns how many requests the MCP server answered with status.
 func (f *Fixture) MCPRequests(status int) int {
 	f.mu.Lock()
@@ -256,6 +270,35 @@ func (f *Fixture) MoveTo(issuer string) {
 	f.ExpireAccessTokens()
 }
 
+// ServeResource makes f's authorization server issue tokens for of's MCP
+// server, and of's MCP server take them (a second authorization server for
+// one resource, for migration tests).
+func (f *Fixture) ServeResource(of *Fixture) {
+	f.mu.Lock()
+	f.URL = of.URL
+	f.mu.Unlock()
+	of.mu.Lock()
+	of.trusted = append(of.trusted, f)
+	of.mu.Unlock()
+}
+
+// lookup finds an access token issued here or by a trusted authorization
+// server. f.mu is held.
+func (f *Fixture) lookup(tok string) *token {
+	if t := f.access[tok]; t != nil {
+		return t
+	}
+	for _, o := range f.trusted {
+		o.mu.Lock()
+		t := o.access[tok]
+		o.mu.Unlock()
+		if t != nil {
+			return t
+		}
+	}
+	return nil
+}
+
 // ClaimResource makes the resource metadata name resource instead of the
 // server (a metadata document that is not this server's).
 func (f *Fixture) ClaimResource(resource string) {
@@ -290,6 +333,13 @@ func oauthError(w http.ResponseWriter, status int, code, desc string) {
 }
 
 func (f *Fixture) serveAS(w http.ResponseWriter, r *http.Request) {
+	f.mu.Lock()
+	f.asReqs++
+	f.mu.Unlock()
+	if r.URL.Path == "/token" && f.opts.TokenRedirect != "" {
+		http.Redirect(w, r, f.opts.TokenRedirect, http.StatusTemporaryRedirect)
+		return
+	}
 	switch r.URL.Path {
 	case "/.well-known/oauth-authorization-server":
 		f.metadata(w)
@@ -340,6 +390,9 @@ func (f *Fixture) metadata(w http.ResponseWriter) {
 	}
 	if f.opts.CIMD {
 		m["client_id_metadata_document_supported"] = true
+	}
+	for k, v := range f.opts.Metadata {
+		m[k] = v
 	}
 	writeJSON(w, http.StatusOK, m)
 }
@@ -420,7 +473,7 @@ func (f *Fixture) register(w http.ResponseWriter, r *http.Request) {
 	defer f.mu.Unlock()
 	f.regs++
 	f.seq++
-	id := fmt.Sprintf("client-%d", f.seq) // an id is not a secret: no canary
+	id := fmt.Sprintf("client-%d-%s", f.seq, rand.Text()[:8]) // an id is not a secret: no canary
 	c := &client{redirects: m.RedirectURIs, method: m.Method}
 	if c.method == "" {
 		c.method = "client_secret_basic"
@@ -608,7 +661,7 @@ func (f *Fixture) gate(w http.ResponseWriter, r *http.Request) int {
 	}
 	challenge := fmt.Sprintf(`Bearer resource_metadata=%q, scope=%q`, f.ResourceMetadataURL(), strings.Join(f.opts.Scopes, " "))
 	tok, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	t := f.access[tok]
+	t := f.lookup(tok)
 	if !ok || t == nil || t.revoked || t.resource != f.URL || !time.Now().Before(t.expires) {
 		w.Header().Set("WWW-Authenticate", challenge)
 		writeJSON(w, http.StatusUnauthorized, map[string]string{"error": "invalid_token"})
