@@ -253,3 +253,14 @@ func (t *toolTable) learn(params, result json.RawMessage) {
 		t.tools[k] = v
 	}
 }
+
+// LearnTools tells a stateless connection the tools of a tools/list answer
+// it did not fetch itself (a catalogue loaded from storage, a page fetched
+// on another connection), so its tools/call requests carry their
+// x-mcp-header headers. The answer replaces what the connection knew. It
+// does nothing on a legacy connection, whose requests carry no such headers.
+func (c *Conn) LearnTools(toolsListResult json.RawMessage) {
+	if c.era == EraStateless {
+		c.tools.learn(nil, toolsListResult)
+	}
+}

@@ -270,6 +270,20 @@ func TestStatelessHeaders(t *testing.T) {
 	if got := reqs[len(reqs)-1].Header.Get("Mcp-Name"); got != "=?base64?5ZCN5YmN?=" {
 		t.Errorf("Mcp-Name %q", got)
 	}
+	// A connection that never listed the tools (the catalogue came from
+	// storage) is taught them.
+	c2 := statelessDial(t, s.URL, upstream.Options{})
+	c2.LearnTools(json.RawMessage(headerTools))
+	if _, err := c2.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"route","arguments":{"region":"eu"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	reqs = s.Requests()
+	if got := reqs[len(reqs)-1].Header.Get("Mcp-Param-Region"); got != "eu" {
+		t.Errorf("taught connection: Mcp-Param-Region %q", got)
+	}
+	if _, err := c2.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"bad_dup"}`)); err == nil {
+		t.Errorf("taught connection called an invalid tool")
+	}
 	before := calls.Load()
 	for _, name := range []string{"bad_dup", "bad_type", "bad_name"} {
 		_, err := c.Call(testCtx(t), "tools/call", json.RawMessage(`{"name":"`+name+`","arguments":{"a":"v"}}`))

@@ -208,3 +208,21 @@ func TestLoginCancelledAndReplaced(t *testing.T) {
 		t.Errorf("cancelled login: %v", err)
 	}
 }
+
+// TestLegacyEraSignIn: the Authorizer is the same for a server reached with
+// initialize (and for the probe that falls back to it).
+func TestLegacyEraSignIn(t *testing.T) {
+	for _, era := range []upstream.Era{upstream.EraLegacy, upstream.EraProbe} {
+		w := newWorld(t, upstreamauthtest.Options{}, upstreamauth.Config{Headless: true})
+		ctx := testCtx(t)
+		c, err := upstream.DialHTTP(ctx, upstream.HTTPSpec{URL: w.fx.URL, Auth: w.s, Transport: transport(w.guard)}, upstream.Options{Era: era})
+		if err != nil {
+			t.Fatalf("%v: %v", era, err)
+		}
+		if err := w.call(ctx, c); err != nil {
+			t.Errorf("%v: %v", era, err)
+		}
+		c.Close()
+		everyTokenRequestNamesTheServer(t, w.fx)
+	}
+}
