@@ -146,8 +146,9 @@ type Server struct {
 	log      *slog.Logger
 	base     http.RoundTripper
 	safeURL  string
-	resource string   // the canonical server URI (no userinfo, query or fragment)
-	clients  sync.Map // origin + redirect policy -> *http.Client
+	resource string // the canonical server URI (no userinfo, query or fragment)
+	clientMu sync.Mutex
+	clients  map[string]*http.Client // origin + redirect policy; at most maxClients
 
 	accepted atomic.Uint64 // the newest credential generation the server took
 
@@ -258,17 +259,31 @@ func (s *Server) httpClient(rawURL string, redirects netguard.Redirects) (*http.
 		return nil, err
 	}
 	key := fmt.Sprintf("%s|%d", t.Origin, redirects)
-	if c, ok := s.clients.Load(key); ok {
-		return c.(*http.Client), nil
+	s.clientMu.Lock()
+	defer s.clientMu.Unlock()
+	if c, ok := s.clients[key]; ok {
+		return c, nil
 	}
 	c, err := netguard.NewClient(s.cfg.Guard, netguard.ClientOptions{URL: rawURL, Redirects: redirects, Transport: s.base})
 	if err != nil {
 		return nil, err
 	}
 	c.Timeout = s.cfg.RequestTimeout
-	actual, _ := s.clients.LoadOrStore(key, c)
-	return actual.(*http.Client), nil
+	if s.clients == nil {
+		s.clients = map[string]*http.Client{}
+	}
+	// A server naming new origins on every challenge cannot grow this
+	// without bound: past maxClients, clients are made per request (they
+	// share the transport, so nothing else is lost).
+	if len(s.clients) < maxClients {
+		s.clients[key] = c
+	}
+	return c, nil
 }
+
+// maxClients bounds the clients kept per Server (a few origins are normal:
+// the server, its authorization server, a metadata host).
+const maxClients = 16
 
 // userAgent names toolgate on the requests it makes itself.
 func userAgent() string { return "toolgate/" + version.String() }

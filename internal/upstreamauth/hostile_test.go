@@ -127,3 +127,23 @@ func TestCallbackListenerRefusesStrangers(t *testing.T) {
 		}
 	}
 }
+
+// TestHeadlessRedirectElsewhere: an authorization server that sends the
+// headless browser somewhere the policy refuses, or that does not answer,
+// with a code in the URL: the sign-in fails, and the code appears in no error
+// or log line.
+func TestHeadlessRedirectElsewhere(t *testing.T) {
+	for _, target := range []string{"http://169.254.169.254/cb", "https://127.0.0.1:1/cb"} {
+		evil := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, target+"?code=code-"+canary+"-leak&state="+r.URL.Query().Get("state"), http.StatusFound)
+		}))
+		t.Cleanup(evil.Close)
+		w := newWorld(t, upstreamauthtest.Options{Metadata: map[string]any{"authorization_endpoint": evil.URL + "/authorize"}}, upstreamauth.Config{Headless: true})
+		_, err := w.dial(testCtx(t), w.s)
+		var ae *upstream.AuthRequiredError
+		if !errors.As(err, &ae) || ae.Reason != upstream.AuthReasonAuthorizationFailed || !strings.Contains(ae.Detail, strings.TrimPrefix(strings.TrimPrefix(target, "http://"), "https://")) {
+			t.Fatalf("%s: dial: %v", target, err)
+		}
+		w.noCanary(t)
+	}
+}

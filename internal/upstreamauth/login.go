@@ -453,10 +453,21 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 func (s *Server) follow(ctx context.Context, l *Login) error {
 	next := l.URL
 	want, _ := url.Parse(l.RedirectURI)
+	// The URLs carry the code once the redirect is under way: errors name
+	// them without their query.
+	scrubbed := func(err error) error {
+		u, perr := url.Parse(next)
+		if perr != nil {
+			return errors.New("following the authorization server's redirect failed")
+		}
+		safe := *u
+		safe.RawQuery, safe.Fragment = "", ""
+		return errors.New(strings.ReplaceAll(strings.ReplaceAll(err.Error(), next, safe.String()), u.String(), safe.String()))
+	}
 	for hop := 0; hop < netguard.DefaultMaxRedirects; hop++ {
 		c, err := s.httpClient(next, netguard.RedirectNone)
 		if err != nil {
-			return err
+			return scrubbed(err)
 		}
 		nc := *c
 		nc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
@@ -467,7 +478,7 @@ func (s *Server) follow(ctx context.Context, l *Login) error {
 		req.Header.Set("User-Agent", userAgent())
 		resp, err := nc.Do(req)
 		if err != nil {
-			return err
+			return scrubbed(err)
 		}
 		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 		resp.Body.Close()

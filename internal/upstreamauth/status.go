@@ -111,15 +111,26 @@ func (s *Server) Logout(ctx context.Context, opts LogoutOptions) error {
 }
 
 // ensureLoaded loads the stored grant if it was not yet (Logout and Status
-// work on what is stored).
+// work on what is stored), as the one flight, like Authorization does.
 func (s *Server) ensureLoaded(ctx context.Context) error {
-	s.mu.Lock()
-	loaded := s.loaded
-	s.mu.Unlock()
-	if loaded {
-		return nil
+	for {
+		s.mu.Lock()
+		if s.loaded {
+			s.mu.Unlock()
+			return nil
+		}
+		f, mine := s.beginLocked()
+		s.mu.Unlock()
+		if !mine {
+			if err := wait(ctx, f); err != nil {
+				return err
+			}
+			continue
+		}
+		err := s.load(ctx)
+		s.end(f)
+		return err
 	}
-	return s.load(ctx)
 }
 
 // revoke is RFC 7009, best effort: the refresh token (which revokes the
