@@ -84,7 +84,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 	d := &httpDialer{
 		spec:   spec,
 		opts:   opts,
-		safe:   redactURL(u),
+		safe:   RedactURL(u),
 		redact: redactor(spec.URL, u),
 		ht: &headerTransport{
 			base:    base,
@@ -92,7 +92,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 			headers: headers,
 			auth:    spec.Auth,
 			maxBody: opts.MaxMessageBytes,
-			safeURL: redactURL(u),
+			safeURL: RedactURL(u),
 		},
 	}
 	d.client = &http.Client{Transport: d.ht}

@@ -121,7 +121,7 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if resp.StatusCode == http.StatusUnauthorized || (resp.StatusCode == http.StatusForbidden && len(challenge) > 0) {
 			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 			resp.Body.Close()
-			refused := newAuthRequired(resp.StatusCode, challenge, redactURL(r.URL))
+			refused := newAuthRequired(resp.StatusCode, challenge, RedactURL(r.URL))
 			if t.auth == nil || !sameOrigin || !replayable || round >= maxAuthRounds {
 				return nil, refused
 			}
@@ -248,9 +248,9 @@ func originOf(u *url.URL) string {
 	return scheme + "://" + host + ":" + port
 }
 
-// redactURL is u without userinfo and with every query value replaced, for
+// RedactURL is u without userinfo and with every query value replaced, for
 // messages: endpoints carry tokens in both places.
-func redactURL(u *url.URL) string {
+func RedactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
 	if c.RawQuery != "" {
@@ -268,7 +268,7 @@ func redactURL(u *url.URL) string {
 // its redacted form (net/http's *url.Error quotes the request URL, query and
 // all). The wrapped error stays reachable for errors.Is and errors.As.
 func redactor(raw string, u *url.URL) func(error) error {
-	safe := redactURL(u)
+	safe := RedactURL(u)
 	forms := []string{raw, u.String(), u.Redacted()}
 	return func(err error) error {
 		if err == nil {

@@ -132,11 +132,7 @@ func TestClientCredentials(t *testing.T) {
 				MachineKeys:    map[string]*ecdsa.PublicKey{"robot-jwt": &key.PublicKey}},
 				upstreamauth.Config{ClientCredentials: &tc.cc})
 			ctx := testCtx(t)
-			c, err := w.dial(ctx, w.s)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
+			c := w.connect(t, ctx, w.s)
 			if err := w.call(ctx, c); err != nil {
 				t.Fatal(err)
 			}
@@ -180,11 +176,7 @@ func TestClientCredentials(t *testing.T) {
 func TestServerMigrates(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{}, upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	second := upstreamauthtest.New(t, upstreamauthtest.Options{Canary: canary})
 	second.ServeResource(w.fx)
 	w.fx.MoveTo(second.Issuer)

@@ -223,7 +223,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Client.Name == "" {
 		cfg.Client.Name = "toolgate"
 	}
-	s := &Server{cfg: cfg, safeURL: redactURL(t.URL), resource: canonicalResource(t.URL)}
+	s := &Server{cfg: cfg, safeURL: upstream.RedactURL(t.URL), resource: canonicalResource(t.URL)}
 	s.log = cfg.Logger
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -303,21 +303,5 @@ func canonicalResource(u *url.URL) string {
 	if c.Path == "/" {
 		c.Path, c.RawPath = "", ""
 	}
-	return c.String()
-}
-
-// redactURL is u without userinfo and with every query value replaced, for
-// messages.
-func redactURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	if c.RawQuery != "" {
-		q := c.Query()
-		for k := range q {
-			q[k] = []string{"REDACTED"}
-		}
-		c.RawQuery = q.Encode()
-	}
-	c.Fragment, c.RawFragment = "", ""
 	return c.String()
 }

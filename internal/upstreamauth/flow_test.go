@@ -22,11 +22,7 @@ import (
 func TestHeadlessSignIn(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}}, upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	if err := w.call(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -64,11 +60,7 @@ func TestHeadlessSignIn(t *testing.T) {
 		}
 	}
 	s2 := w.server(t, upstreamauth.Config{})
-	c2, err := w.dial(ctx, s2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := w.connect(t, ctx, s2)
 	if err := w.call(ctx, c2); err != nil || len(w.fx.AuthorizationRequests()) != 1 {
 		t.Errorf("after a restart: %v, %d authorization requests", err, len(w.fx.AuthorizationRequests()))
 	}
@@ -134,11 +126,7 @@ func TestPersonLogin(t *testing.T) {
 	if _, err := http.Get(l.RedirectURI); err == nil {
 		t.Errorf("the listener still answers")
 	}
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	if err := w.call(ctx, c); err != nil {
 		t.Fatal(err)
 	}
@@ -225,4 +213,33 @@ func TestLegacyEraSignIn(t *testing.T) {
 		c.Close()
 		everyTokenRequestNamesTheServer(t, w.fx)
 	}
+}
+
+// TestLogout: the tokens are revoked at the authorization server and
+// forgotten here; the server is parked as login_required, costing nothing.
+func TestLogout(t *testing.T) {
+	w := newWorld(t, upstreamauthtest.Options{}, upstreamauth.Config{})
+	ctx := testCtx(t)
+	login(t, w)
+	if err := w.s.Logout(ctx, upstreamauth.LogoutOptions{Revoke: true, ForgetClient: true}); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.fx.Revocations(); n != 2 {
+		t.Errorf("%d tokens revoked, want the refresh and the access token", n)
+	}
+	if g, _ := w.store.LoadGrant(ctx, "files"); g != nil {
+		t.Errorf("the grant is still stored")
+	}
+	if c, _ := w.store.LoadClient(ctx, "files"); c != nil {
+		t.Errorf("the registration is still stored")
+	}
+	st, _ := w.s.Status(ctx)
+	if st.State != upstreamauth.StateSignInRequired || st.Reason != upstream.AuthReasonLoginRequired {
+		t.Errorf("status %+v", st)
+	}
+	mcp := w.fx.MCPTotal()
+	if _, err := w.dial(ctx, w.s); err == nil || w.fx.MCPTotal() != mcp {
+		t.Errorf("after logout: %v, %d requests", err, w.fx.MCPTotal()-mcp)
+	}
+	w.noCanary(t)
 }

@@ -104,6 +104,18 @@ func (w *world) dial(ctx context.Context, s *upstreamauth.Server) (*upstream.Con
 	return c, err
 }
 
+// connect dials s and fails the test when it cannot; the connection closes
+// when the test ends.
+func (w *world) connect(t *testing.T, ctx context.Context, s *upstreamauth.Server) *upstream.Conn {
+	t.Helper()
+	c, err := w.dial(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
 // call makes one tools/call of the echo tool.
 func (w *world) call(ctx context.Context, c *upstream.Conn) error {
 	res, err := c.Call(ctx, "tools/call", json.RawMessage(`{"name":"echo","arguments":{"n":1}}`))

@@ -22,11 +22,7 @@ func TestRefreshOnExpiry(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{AccessTTL: time.Hour}, upstreamauth.Config{Headless: true})
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := w.dial(ctx, w.s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := w.connect(t, ctx, w.s)
 		if err := w.call(ctx, c); err != nil {
 			t.Fatal(err)
 		}
@@ -76,11 +72,7 @@ func TestShortLivedTokensNoStorm(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{AccessTTL: 40 * time.Second}, upstreamauth.Config{Headless: true})
 	synctest.Test(t, func(t *testing.T) {
 		ctx := context.Background()
-		c, err := w.dial(ctx, w.s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := w.connect(t, ctx, w.s)
 		for range 10 {
 			if err := w.call(ctx, c); err != nil {
 				t.Fatal(err)
@@ -106,11 +98,7 @@ func TestShortLivedTokensNoStorm(t *testing.T) {
 func TestConcurrentExpiryOneRefresh(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{}, upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	w.fx.ExpireAccessTokens()
 	var wg sync.WaitGroup
 	errs := make(chan error, 16)
@@ -138,18 +126,14 @@ func TestRevokedGrantParks(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{EchoSecrets: true}, upstreamauth.Config{})
 	ctx := testCtx(t)
 	login(t, w)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	if err := w.call(ctx, c); err != nil {
 		t.Fatal(err)
 	}
 	w.fx.RevokeRefreshTokens()
 	w.fx.ExpireAccessTokens()
 	tokens, mcp := len(w.fx.TokenRequests()), w.fx.MCPTotal()
-	err = w.call(ctx, c)
+	err := w.call(ctx, c)
 	var ae *upstream.AuthRequiredError
 	if !errors.As(err, &ae) || ae.Reason != upstream.AuthReasonGrantRevoked {
 		t.Fatalf("call after the revocation: %v", err)
@@ -193,11 +177,7 @@ func TestRevokedGrantParks(t *testing.T) {
 	}
 	// A login lifts the park.
 	login(t, w)
-	c2, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c2.Close()
+	c2 := w.connect(t, ctx, w.s)
 	if err := w.call(ctx, c2); err != nil {
 		t.Fatal(err)
 	}

@@ -18,11 +18,7 @@ func TestStepUpHeadless(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}, Require: map[string][]string{"tools/call": {"write"}}},
 		upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	if _, err := c.Call(ctx, "tools/list", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -43,13 +39,9 @@ func TestStepUpLimit(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}, Require: map[string][]string{"tools/call": {"admin"}}, NeverGrant: []string{"admin"}},
 		upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := w.connect(t, ctx, w.s)
 	for range 3 {
-		err = w.call(ctx, c)
+		err := w.call(ctx, c)
 		var ae *upstream.AuthRequiredError
 		if !errors.As(err, &ae) || !ae.InsufficientScope() || !slices.Contains(ae.Scopes, "admin") {
 			t.Fatalf("call: %v", err)
@@ -69,13 +61,9 @@ func TestStepUpLimit(t *testing.T) {
 func TestScopeAlreadyGranted(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}}, upstreamauth.Config{Headless: true})
 	ctx := testCtx(t)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	// A fixture that requires read for tools/call but hands read out: any
-	// 403 would be for a scope already granted. Simulate it directly.
+	w.connect(t, ctx, w.s) // signs in, with read
+	// A 403 for read, which the token holds: as from a server that will not
+	// change its mind.
 	ch := &upstream.AuthRequiredError{StatusCode: 403, Challenge: []string{`Bearer error="insufficient_scope", scope="read"`}}
 	cred, err := w.s.Authorization(ctx)
 	if err != nil {
@@ -97,12 +85,8 @@ func TestStepUpPerson(t *testing.T) {
 	w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}, Require: map[string][]string{"tools/call": {"write"}}}, upstreamauth.Config{})
 	ctx := testCtx(t)
 	login(t, w)
-	c, err := w.dial(ctx, w.s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	err = w.call(ctx, c)
+	c := w.connect(t, ctx, w.s)
+	err := w.call(ctx, c)
 	var ae *upstream.AuthRequiredError
 	if !errors.As(err, &ae) || !ae.InsufficientScope() || strings.Join(ae.Scopes, " ") != "read offline_access write" {
 		t.Fatalf("call: %v", err)

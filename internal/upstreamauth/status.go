@@ -150,23 +150,17 @@ func (s *Server) revoke(ctx context.Context, g *Grant) {
 		if t.v == "" {
 			continue
 		}
-		if err := s.revokeOne(ctx, g.RevocationEndpoint, c, t.v, t.hint); err != nil {
+		if err := s.revokeOne(ctx, g.RevocationEndpoint, g.Issuer, c, t.v, t.hint); err != nil {
 			s.log.Info("oauth: revocation failed", "error", err)
 		}
 	}
 }
 
-func (s *Server) revokeOne(ctx context.Context, endpoint string, c *Client, token, hint string) error {
+func (s *Server) revokeOne(ctx context.Context, endpoint, issuer string, c *Client, token, hint string) error {
 	form := url.Values{"token": {token}, "token_type_hint": {hint}}
 	header := http.Header{}
-	switch c.AuthMethod {
-	case "client_secret_basic":
-		header.Set("Authorization", "Basic "+basicAuth(c.ID, c.Secret.RevealString()))
-	case "client_secret_post":
-		form.Set("client_id", c.ID)
-		form.Set("client_secret", c.Secret.RevealString())
-	default:
-		form.Set("client_id", c.ID)
+	if _, err := clientAuth(c, issuer, form, header); err != nil {
+		return err
 	}
 	hc, err := s.httpClient(endpoint, netguard.RedirectNone)
 	if err != nil {

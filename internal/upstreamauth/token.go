@@ -62,26 +62,13 @@ type tokenResponse struct {
 // Every secret of the request (code, refresh token, client secret, client
 // assertion) is removed from whatever of the server's text reaches an error.
 func (s *Server) tokenRequest(ctx context.Context, endpoint, issuer string, c *Client, form url.Values, requested []string) (*Grant, error) {
-	sent := []keystore.Secret{c.Secret, keystore.NewSecretString(form.Get("code")), keystore.NewSecretString(form.Get("refresh_token"))}
+	sent := []keystore.Secret{keystore.NewSecretString(form.Get("code")), keystore.NewSecretString(form.Get("refresh_token"))}
 	header := http.Header{}
-	switch c.AuthMethod {
-	case "client_secret_basic":
-		header.Set("Authorization", "Basic "+basicAuth(c.ID, c.Secret.RevealString()))
-	case "client_secret_post":
-		form.Set("client_id", c.ID)
-		form.Set("client_secret", c.Secret.RevealString())
-	case "private_key_jwt":
-		assertion, err := clientAssertion(c, issuer)
-		if err != nil {
-			return nil, err
-		}
-		sent = append(sent, assertion)
-		form.Set("client_id", c.ID)
-		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
-		form.Set("client_assertion", assertion.RevealString())
-	default: // none: a public client
-		form.Set("client_id", c.ID)
+	auth, err := clientAuth(c, issuer, form, header)
+	if err != nil {
+		return nil, err
 	}
+	sent = append(sent, auth...)
 	body := form.Encode()
 	for k := range form {
 		form.Del(k)
@@ -151,6 +138,33 @@ func (s *Server) tokenRequest(ctx context.Context, endpoint, issuer string, c *C
 	}
 	tr = tokenResponse{}
 	return g, nil
+}
+
+// clientAuth adds the client's authentication to a request to the token or
+// the revocation endpoint: none (client_id in the form), client_secret_basic,
+// client_secret_post or private_key_jwt. It returns the secrets it put in the
+// request, to be scrubbed from what the server answers.
+func clientAuth(c *Client, issuer string, form url.Values, header http.Header) ([]keystore.Secret, error) {
+	switch c.AuthMethod {
+	case "client_secret_basic":
+		header.Set("Authorization", "Basic "+basicAuth(c.ID, c.Secret.RevealString()))
+		return []keystore.Secret{c.Secret}, nil
+	case "client_secret_post":
+		form.Set("client_id", c.ID)
+		form.Set("client_secret", c.Secret.RevealString())
+		return []keystore.Secret{c.Secret}, nil
+	case "private_key_jwt":
+		assertion, err := clientAssertion(c, issuer)
+		if err != nil {
+			return nil, err
+		}
+		form.Set("client_id", c.ID)
+		form.Set("client_assertion_type", "urn:ietf:params:oauth:client-assertion-type:jwt-bearer")
+		form.Set("client_assertion", assertion.RevealString())
+		return []keystore.Secret{assertion}, nil
+	}
+	form.Set("client_id", c.ID) // none: a public client
+	return nil, nil
 }
 
 // expiresIn reads expires_in, a number of seconds (some servers send it as a

@@ -6,10 +6,10 @@ import (
 	"log/slog"
 	"os"
 	"strings"
-	"sync"
 
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/netguard"
+	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstreamauth"
 	"github.com/toolgate/toolgate/internal/version"
@@ -23,6 +23,7 @@ const cimdURL = "https://conformance-test.local/client-metadata.json"
 type direct struct {
 	conn    *upstream.Conn
 	auth    *upstreamauth.Server
+	db      *store.Store
 	dataDir string
 }
 
@@ -34,7 +35,13 @@ func openDirect(ctx context.Context, serverURL string, st setup, log *slog.Logge
 		return nil, err
 	}
 	d := &direct{dataDir: dataDir}
-	ks, err := keystore.Open(dataDir, &memBackend{})
+	// The data directory of a fresh toolgate: its database keeps the sealed
+	// tokens and registration, its keystore.key the key.
+	if d.db, err = store.Open(ctx, dataDir); err != nil {
+		d.Close()
+		return nil, err
+	}
+	ks, err := keystore.Open(dataDir, d.db)
 	if err != nil {
 		d.Close()
 		return nil, err
@@ -94,6 +101,9 @@ func (d *direct) Close() error {
 	if d.auth != nil {
 		d.auth.Close()
 	}
+	if d.db != nil {
+		d.db.Close()
+	}
 	return os.RemoveAll(d.dataDir)
 }
 
@@ -108,47 +118,4 @@ func answerServerRequest(_ context.Context, method string, params json.RawMessag
 		return res, nil
 	}
 	return upstream.DefaultRequestHandler(context.Background(), method, params)
-}
-
-// memBackend keeps the sealed secrets of this one run in memory (a fresh
-// toolgate's data directory would keep them in its database).
-type memBackend struct {
-	mu    sync.Mutex
-	blobs map[[3]string][]byte
-}
-
-func (m *memBackend) PutSecret(_ context.Context, scope, server, name string, sealed []byte) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.blobs == nil {
-		m.blobs = map[[3]string][]byte{}
-	}
-	m.blobs[[3]string{scope, server, name}] = append([]byte(nil), sealed...)
-	return nil
-}
-
-func (m *memBackend) GetSecret(_ context.Context, scope, server, name string) ([]byte, bool, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.blobs[[3]string{scope, server, name}]
-	return append([]byte(nil), b...), ok, nil
-}
-
-func (m *memBackend) DeleteSecret(_ context.Context, scope, server, name string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.blobs, [3]string{scope, server, name})
-	return nil
-}
-
-func (m *memBackend) ListSecrets(_ context.Context, scope, server string) ([]string, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	names := []string{}
-	for k := range m.blobs {
-		if k[0] == scope && k[1] == server {
-			names = append(names, k[2])
-		}
-	}
-	return names, nil
 }

@@ -8,8 +8,9 @@
 // upstream client stack: internal/upstream's connection (the stateless
 // revision probed first, as toolgate dials remote upstreams) with
 // internal/upstreamauth as its Authorizer, signing in headlessly (the
-// suite's authorization servers redirect at once), tokens sealed in a
-// keystore in a fresh temporary data directory, every request through
+// suite's authorization servers redirect at once), tokens sealed in the
+// keystore of a fresh temporary data directory (its SQLite store), every
+// request through
 // netguard. The scenarios only see the harness interface: replacing
 // openDirect with a harness that installs the URL in a fresh toolgate and
 // talks to `toolgate bridge --server NAME` is the step docs/upstream-auth.md

@@ -118,6 +118,7 @@ type Fixture struct {
 	authReqs    []AuthorizationRequest
 	regs        int
 	asReqs      int
+	revoked     int
 	mcpStatus   map[int]int
 	issuerOf    func() string // which issuer the resource metadata names (migration)
 	resourceFor string        // the resource the metadata names (mismatch tests)
@@ -214,6 +215,13 @@ func (f *Fixture) Registrations() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.regs
+}
+
+// Revocations is how many tokens the revocation endpoint revoked.
+func (f *Fixture) Revocations() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.revoked
 }
 
 // ASRequests is how many requests the authorization server received.
@@ -356,13 +364,17 @@ func (f *Fixture) serveAS(w http.ResponseWriter, r *http.Request) {
 	case "/revoke":
 		r.ParseForm()
 		f.mu.Lock()
-		if t := f.refresh[r.PostForm.Get("token")]; t != nil {
-			t.revoked = true
+		defer f.mu.Unlock()
+		if _, _, ok := f.authenticate(r); !ok {
+			oauthError(w, http.StatusUnauthorized, "invalid_client", "client authentication failed")
+			return
 		}
-		if t := f.access[r.PostForm.Get("token")]; t != nil {
-			t.revoked = true
+		for _, m := range []map[string]*token{f.refresh, f.access} {
+			if t := m[r.PostForm.Get("token")]; t != nil {
+				t.revoked = true
+				f.revoked++
+			}
 		}
-		f.mu.Unlock()
 		w.WriteHeader(http.StatusOK)
 	default:
 		http.NotFound(w, r)
