@@ -35,7 +35,15 @@ type world struct {
 	store  *upstreamauth.KeystoreStore
 	guard  *netguard.Guard
 	logs   *lockedBuffer
-	errors []string // every error a test saw, checked for the canary
+	seenMu sync.Mutex
+	seen   []string // every error and answer a test saw, checked for the canary
+}
+
+// saw keeps a text to check for secrets.
+func (w *world) saw(text string) {
+	w.seenMu.Lock()
+	defer w.seenMu.Unlock()
+	w.seen = append(w.seen, text)
 }
 
 type lockedBuffer struct {
@@ -99,7 +107,7 @@ func (w *world) dial(ctx context.Context, s *upstreamauth.Server) (*upstream.Con
 	c, err := upstream.DialHTTP(ctx, upstream.HTTPSpec{URL: w.fx.URL, Auth: s, Transport: transport(w.guard)},
 		upstream.Options{Era: upstream.EraStateless})
 	if err != nil {
-		w.errors = append(w.errors, err.Error())
+		w.saw(err.Error())
 	}
 	return c, err
 }
@@ -120,11 +128,12 @@ func (w *world) connect(t *testing.T, ctx context.Context, s *upstreamauth.Serve
 func (w *world) call(ctx context.Context, c *upstream.Conn) error {
 	res, err := c.Call(ctx, "tools/call", json.RawMessage(`{"name":"echo","arguments":{"n":1}}`))
 	if err != nil {
-		w.errors = append(w.errors, err.Error())
+		w.saw(err.Error())
 		return err
 	}
+	w.saw(string(res)) // an answer is checked for secrets too
 	if !strings.Contains(string(res), `echo {\"n\":1}`) {
-		w.errors = append(w.errors, "unexpected result "+string(res))
+		return errors.New("unexpected result " + string(res))
 	}
 	return nil
 }
@@ -135,7 +144,10 @@ func (w *world) noCanary(t *testing.T, extra ...string) {
 	t.Helper()
 	st, _ := w.s.Status(context.Background())
 	status, _ := json.Marshal(st)
-	for _, text := range append(append([]string{w.logs.String(), string(status)}, w.errors...), extra...) {
+	w.seenMu.Lock()
+	texts := append(append([]string{w.logs.String(), string(status)}, w.seen...), extra...)
+	w.seenMu.Unlock()
+	for _, text := range texts {
 		if strings.Contains(text, canary) {
 			t.Errorf("a secret leaked: %s", text)
 		}
