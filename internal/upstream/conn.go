@@ -184,8 +184,8 @@ type transport struct {
 	// stateless runs before server/discover, when the connection takes the
 	// 2026-07-28 era.
 	stateless func()
-	// ready runs once the handshake is complete.
-	ready func(*Conn)
+	// ready runs once the handshake is complete, before the dial returns.
+	ready func(context.Context, *Conn)
 	// closed runs when the connection ends, after the go-sdk connection is closed.
 	closed func()
 }
@@ -339,7 +339,7 @@ func (c *Conn) statelessHandshake(ctx context.Context) error {
 		return err
 	}
 	if c.t.ready != nil {
-		c.t.ready(c)
+		c.t.ready(ctx, c)
 	}
 	return nil
 }
@@ -384,7 +384,7 @@ func (c *Conn) legacyHandshake(ctx context.Context) error {
 		return fmt.Errorf("upstream: notifications/initialized: %w", err)
 	}
 	if c.t.ready != nil {
-		c.t.ready(c)
+		c.t.ready(ctx, c)
 	}
 	return nil
 }

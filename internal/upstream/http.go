@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -159,9 +160,20 @@ func (d *httpDialer) streamable(ctx context.Context) (*Conn, int, error) {
 			d.ht.version.Store(&v)
 			d.ht.stateless.Store(true)
 		},
-		ready: func(c *Conn) {
+		ready: func(ctx context.Context, c *Conn) {
 			if sid := mconn.SessionID(); sid != "" && !d.spec.NoStandaloneStream {
-				go c.listen(d.client, d.spec.URL, sid)
+				// The dial returns once the stream is open (or refused), so a
+				// request the server sends right after the handshake — an
+				// elicitation for the first call — has somewhere to go.
+				opened := make(chan struct{})
+				go c.listen(d.client, d.spec.URL, sid, opened)
+				t := time.NewTimer(listenOpenWait)
+				defer t.Stop()
+				select {
+				case <-opened:
+				case <-t.C:
+				case <-ctx.Done():
+				}
 			}
 		},
 		closed: d.release,

@@ -196,8 +196,11 @@ func (s *Server) renewAhead(ctx context.Context, g *Grant) error {
 func refusal(err error) (string, bool) {
 	var te *TokenError
 	if errors.As(err, &te) {
-		if te.Code == "invalid_client" || te.Code == "unauthorized_client" {
+		switch te.Code {
+		case "invalid_client", "unauthorized_client", "unsupported_grant_type":
 			return upstream.AuthReasonClientRejected, true
+		case "invalid_scope", "invalid_target":
+			return upstream.AuthReasonAuthorizationFailed, true
 		}
 		return upstream.AuthReasonGrantRevoked, true
 	}

@@ -87,11 +87,32 @@ func retryParams(params, responses, state json.RawMessage) (json.RawMessage, err
 
 // inputResponse is what the harness answers to a server's request for input
 // (over input_required, or as a request in the older revisions): accept an
-// elicitation, an empty root list, a canned sampling answer.
-func inputResponse(method string, _ json.RawMessage) json.RawMessage {
+// elicitation as a person accepting the form as offered would (each field's
+// default, yes for a yes/no question without one), an empty root list, a
+// canned sampling answer.
+func inputResponse(method string, params json.RawMessage) json.RawMessage {
 	switch method {
 	case "elicitation/create":
-		return json.RawMessage(`{"action":"accept","content":{"confirmed":true}}`)
+		var p struct {
+			RequestedSchema struct {
+				Properties map[string]struct {
+					Type    string          `json:"type"`
+					Default json.RawMessage `json:"default"`
+				} `json:"properties"`
+			} `json:"requestedSchema"`
+		}
+		_ = json.Unmarshal(params, &p)
+		content := map[string]json.RawMessage{}
+		for name, prop := range p.RequestedSchema.Properties {
+			switch {
+			case prop.Default != nil:
+				content[name] = prop.Default
+			case prop.Type == "boolean":
+				content[name] = json.RawMessage(`true`)
+			}
+		}
+		b, _ := json.Marshal(map[string]any{"action": "accept", "content": content})
+		return b
 	case "roots/list":
 		return json.RawMessage(`{"roots":[]}`)
 	case "sampling/createMessage":
