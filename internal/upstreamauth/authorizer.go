@@ -170,7 +170,7 @@ func (s *Server) setGrantLocked(g *Grant, via string) {
 // renewAhead refreshes a token before it lapses. A refused refresh drops the
 // grant: automatic modes sign in anew at the server's next 401, others park.
 func (s *Server) renewAhead(ctx context.Context, g *Grant) error {
-	ng, err := s.renew(ctx, g)
+	ng, err := s.renew(ctx, g, nil)
 	if err == nil {
 		return s.install(ctx, ng, viaRefresh)
 	}
@@ -216,12 +216,15 @@ func refusal(err error) (string, bool) {
 }
 
 // renew gets a new access token for g: the refresh token, or a new client
-// credentials grant.
-func (s *Server) renew(ctx context.Context, g *Grant) (*Grant, error) {
+// credentials grant (at the authorization server d found, discovered here
+// when d is nil).
+func (s *Server) renew(ctx context.Context, g *Grant, d *discovery) (*Grant, error) {
 	if g.Kind == GrantClientCredentials {
-		d, err := s.discover(ctx, challengeInfo{}, g.Issuer)
-		if err != nil {
-			return nil, err
+		if d == nil {
+			var err error
+			if d, err = s.discover(ctx, challengeInfo{}, g.Issuer); err != nil {
+				return nil, err
+			}
 		}
 		return s.clientCredentialsGrant(ctx, d, g.Requested)
 	}
@@ -390,7 +393,7 @@ func (s *Server) answer(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 			"the server now uses the authorization server "+d.asm.Issuer+": sign in there (toolgate auth login "+s.cfg.Server+")", nil)
 	}
 	if renewable(g) {
-		ng, err := s.renew(ctx, g)
+		ng, err := s.renew(ctx, g, d)
 		if err == nil {
 			return true, s.install(ctx, ng, viaRefresh)
 		}

@@ -71,7 +71,7 @@ func transport(g *netguard.Guard) *http.Transport {
 	return t
 }
 
-func newWorld(t *testing.T, opts upstreamauthtest.Options, cfg upstreamauth.Config) *world {
+func newWorld(t testing.TB, opts upstreamauthtest.Options, cfg upstreamauth.Config) *world {
 	t.Helper()
 	opts.Canary = canary
 	w := &world{fx: upstreamauthtest.New(t, opts), logs: &lockedBuffer{}}
@@ -84,7 +84,7 @@ func newWorld(t *testing.T, opts upstreamauthtest.Options, cfg upstreamauth.Conf
 
 // server returns a Server for the world's fixture (a fresh one: as after a
 // restart, it knows only what is stored).
-func (w *world) server(t *testing.T, cfg upstreamauth.Config) *upstreamauth.Server {
+func (w *world) server(t testing.TB, cfg upstreamauth.Config) *upstreamauth.Server {
 	t.Helper()
 	if cfg.Server == "" {
 		cfg.Server = "files"
