@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/netguard"
@@ -111,9 +110,6 @@ func (d *direct) Close() error {
 // server-to-client requests (the stateless one uses input_required instead,
 // answered in mrtr.go).
 func answerServerRequest(_ context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
-	if strings.HasPrefix(method, "ping") {
-		return json.RawMessage(`{}`), nil
-	}
 	if res := inputResponse(method, params); res != nil {
 		return res, nil
 	}
