@@ -91,6 +91,9 @@ type Options struct {
 	Name string
 	// Logger receives the connection's warnings. Nil discards.
 	Logger *slog.Logger
+	// Era is how the connection talks to the server (default EraLegacy:
+	// initialize). It never changes once the handshake is done.
+	Era Era
 }
 
 func (o Options) withDefaults() Options {
@@ -118,13 +121,17 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// Handshake is what the server answered to initialize.
+// Handshake is what the server answered to initialize, or to server/discover
+// on a stateless connection.
 type Handshake struct {
+	// Era is the connection's era: EraLegacy or EraStateless.
+	Era             Era
 	ProtocolVersion string
 	ServerInfo      json.RawMessage
 	Capabilities    json.RawMessage
 	Instructions    string
-	// Result is the whole initialize result, as the server sent it.
+	// Result is the whole initialize (or server/discover) result, as the
+	// server sent it.
 	Result json.RawMessage
 }
 
@@ -174,8 +181,11 @@ type transport struct {
 	redact func(error) error
 	// negotiated runs once initialize answered, before notifications/initialized.
 	negotiated func(version string)
-	// ready runs once the handshake is complete.
-	ready func(*Conn)
+	// stateless runs before server/discover, when the connection takes the
+	// 2026-07-28 era.
+	stateless func()
+	// ready runs once the handshake is complete, before the dial returns.
+	ready func(context.Context, *Conn)
 	// closed runs when the connection ends, after the go-sdk connection is closed.
 	closed func()
 }
@@ -212,6 +222,12 @@ type Conn struct {
 	t    transport
 	st   counters
 	hs   Handshake
+
+	// era is set by the handshake, before any other call: it is read without
+	// a lock afterwards.
+	era   Era
+	meta  []byte    // the _meta members of a stateless request
+	tools toolTable // x-mcp-header bindings learned from tools/list
 
 	life   context.Context // ends when the connection does
 	cancel context.CancelFunc
@@ -280,10 +296,55 @@ type initializeParams struct {
 	ClientInfo      Implementation  `json:"clientInfo"`
 }
 
+// probeTimeout bounds server/discover when probing a stdio server: an older
+// server may ignore a method it does not know instead of refusing it.
+const probeTimeout = 5 * time.Second
+
 func (c *Conn) handshake(ctx context.Context) error {
 	if !isObject(c.opts.Capabilities) {
 		return errors.New("upstream: Options.Capabilities must be a JSON object")
 	}
+	switch c.opts.Era {
+	case EraStateless:
+		return c.statelessHandshake(ctx)
+	case EraProbe:
+		if c.t.kind != "stdio" {
+			// Over HTTP the dialer falls back on a new connection, so the
+			// two eras never share one.
+			return c.statelessHandshake(ctx)
+		}
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := c.statelessHandshake(pctx)
+		cancel()
+		timedOut := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+		if err == nil || !(errors.Is(err, errNotStateless) || timedOut) {
+			return err
+		}
+		c.log.Debug("upstream: server/discover refused; falling back to initialize", "error", c.redacted(err))
+		c.era = EraLegacy
+	}
+	return c.legacyHandshake(ctx)
+}
+
+func (c *Conn) statelessHandshake(ctx context.Context) error {
+	meta, err := c.metaMembers()
+	if err != nil {
+		return fmt.Errorf("upstream: encoding request metadata: %w", err)
+	}
+	c.era, c.meta = EraStateless, meta
+	if c.t.stateless != nil {
+		c.t.stateless()
+	}
+	if err := c.discover(ctx); err != nil {
+		return err
+	}
+	if c.t.ready != nil {
+		c.t.ready(ctx, c)
+	}
+	return nil
+}
+
+func (c *Conn) legacyHandshake(ctx context.Context) error {
 	params, err := rpcwire.Encode(initializeParams{LatestProtocolVersion, c.opts.Capabilities, c.opts.ClientInfo})
 	if err != nil {
 		return fmt.Errorf("upstream: encoding initialize: %w", err)
@@ -309,6 +370,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 		return &UnsupportedVersionError{Offered: LatestProtocolVersion, Answered: r.ProtocolVersion}
 	}
 	c.hs = Handshake{
+		Era:             EraLegacy,
 		ProtocolVersion: r.ProtocolVersion,
 		ServerInfo:      r.ServerInfo,
 		Capabilities:    r.Capabilities,
@@ -322,7 +384,7 @@ func (c *Conn) handshake(ctx context.Context) error {
 		return fmt.Errorf("upstream: notifications/initialized: %w", err)
 	}
 	if c.t.ready != nil {
-		c.t.ready(c)
+		c.t.ready(ctx, c)
 	}
 	return nil
 }
@@ -332,8 +394,12 @@ func isObject(b json.RawMessage) bool {
 	return json.Unmarshal(b, &m) == nil && m != nil
 }
 
-// Handshake returns what the server answered to initialize.
+// Handshake returns what the server answered to initialize (or, on a
+// stateless connection, to server/discover).
 func (c *Conn) Handshake() *Handshake { return &c.hs }
+
+// Era returns the connection's era: EraLegacy or EraStateless.
+func (c *Conn) Era() Era { return c.era }
 
 // Transport names the transport: "stdio", "streamable-http" or "sse".
 func (c *Conn) Transport() string { return c.t.kind }
@@ -356,6 +422,25 @@ func (c *Conn) CallWithProgress(ctx context.Context, method string, params json.
 }
 
 func (c *Conn) call(ctx context.Context, method string, params json.RawMessage, onProgress ProgressFunc, noCancel bool) (json.RawMessage, error) {
+	if err := c.wrongEra(method); err != nil {
+		return nil, err
+	}
+	if c.era != EraStateless {
+		return c.roundTrip(ctx, method, params, onProgress, noCancel)
+	}
+	ctx, params, err := c.stateless(ctx, method, params)
+	if err != nil {
+		return nil, err
+	}
+	res, err := c.roundTrip(ctx, method, params, onProgress, noCancel)
+	if err == nil && method == "tools/list" {
+		c.tools.learn(params, res)
+	}
+	return res, err
+}
+
+// roundTrip sends one request and waits for its answer.
+func (c *Conn) roundTrip(ctx context.Context, method string, params json.RawMessage, onProgress ProgressFunc, noCancel bool) (json.RawMessage, error) {
 	id := c.nextID.Add(1)
 	p := &pending{ch: make(chan reply, 1)}
 	if out, tok, ok := rewriteProgressToken(params, id); ok {
@@ -446,7 +531,11 @@ func (c *Conn) send(ctx context.Context, msg jsonrpc.Message, p *pending) error 
 func (c *Conn) sendError(method string, err error) error {
 	var auth *AuthRequiredError
 	if errors.As(err, &auth) {
-		c.closeWith(auth)
+		if !auth.InsufficientScope() {
+			// The credentials are gone: so is the connection (the host parks
+			// the server). A missing scope fails only this request.
+			c.closeWith(auth)
+		}
 		return auth
 	}
 	var big *MessageTooLargeError
@@ -494,8 +583,15 @@ func findWireError(err error) *jsonrpc.Error {
 	return nil
 }
 
-// Notify sends a notification.
+// Notify sends a notification. A stateless connection over HTTP has none to
+// send (the revision defines no client notification there) and refuses.
 func (c *Conn) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	if err := c.wrongEra(method); err != nil {
+		return err
+	}
+	if c.era == EraStateless && c.t.kind != "stdio" {
+		return &EraError{Method: method, Era: c.era}
+	}
 	if err := c.send(ctx, &jsonrpc.Request{Method: method, Params: params}, nil); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -508,8 +604,14 @@ func (c *Conn) Notify(ctx context.Context, method string, params json.RawMessage
 // Ping sends a ping and waits for its answer. Any answer, a JSON-RPC error
 // included (a server that does not implement ping is still alive), is a
 // success; only no answer (ctx ended, connection ended) is an error.
+//
+// The stateless revision has no ping: there server/discover is asked instead.
 func (c *Conn) Ping(ctx context.Context) error {
-	_, err := c.Call(ctx, "ping", nil)
+	method := "ping"
+	if c.era == EraStateless {
+		method = "server/discover"
+	}
+	_, err := c.Call(ctx, method, nil)
 	var rpcErr *RPCError
 	if errors.As(err, &rpcErr) {
 		return nil
@@ -518,7 +620,13 @@ func (c *Conn) Ping(ctx context.Context) error {
 }
 
 // cancelUpstream tells the server a call was abandoned, without waiting.
+//
+// Over stateless HTTP closing the request's stream is the cancellation (the
+// go-sdk ends the POST with the call's context), so nothing is sent.
 func (c *Conn) cancelUpstream(id int64, cause error) {
+	if c.era == EraStateless && c.t.kind != "stdio" {
+		return
+	}
 	reason := "cancelled"
 	if errors.Is(cause, context.DeadlineExceeded) {
 		reason = "timed out"

@@ -48,12 +48,22 @@
 //     only for the configured origin, so a redirect to another origin carries
 //     none of them; no other header is ever forwarded. A 401 (or a 403 with a
 //     Bearer challenge) ends the attempt with *AuthRequiredError carrying the
-//     WWW-Authenticate challenge, and is never retried here.
+//     WWW-Authenticate challenge, and is never retried here by itself: an
+//     Authorizer (HTTPSpec.Auth, OAuth in internal/upstreamauth) owns the
+//     Authorization header and decides whether new credentials are worth one
+//     more send, within a fixed bound.
+//   - One era per connection (Options.Era): the initialize handshake and its
+//     session, or the stateless 2026-07-28 revision (server/discover, _meta
+//     spliced into every request's raw params, the Mcp-* headers, no session
+//     id ever adopted). Probing falls back to initialize on a new HTTP
+//     connection, never by mixing the two on one.
 //
 // Files: process.go (Process, Spec, Stop), process_*.go (OS specifics),
 // stderr.go (the tail), linefilter.go (stdout filtering and the size cap),
 // conn.go (Conn: ids, calls, cancellation, dispatch), progress.go (token
 // rewriting), notify.go (the notification queue), stdio.go, http.go (HTTP
 // dialing and fallback), roundtrip.go (header injection), listen.go (the
-// standalone GET stream), errors.go.
+// standalone GET stream), auth.go (the Authorizer hook), era.go (the
+// stateless revision: discover, _meta, headers), paramheaders.go
+// (x-mcp-header), errors.go.
 package upstream

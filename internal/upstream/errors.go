@@ -43,21 +43,69 @@ func (e *RPCError) Error() string {
 }
 
 // AuthRequiredError reports that an HTTP upstream refused the credentials (401,
-// or 403 with a Bearer challenge). It is not retried: new credentials are needed.
+// or 403 with a Bearer challenge), or that an Authorizer has none to offer. It is
+// not retried here: new credentials are needed (docs/upstream-auth.md).
 type AuthRequiredError struct {
 	StatusCode int
 	// Challenge holds the WWW-Authenticate header values as the server sent them.
 	Challenge []string
 	// URL is the request URL with userinfo and query values redacted.
 	URL string
+	// Reason is one of the AuthReason constants when an Authorizer decided; empty
+	// when the server refused and nothing was tried.
+	Reason string
+	// Scopes are the scopes a new authorization would ask for (for
+	// insufficient_scope: what was granted plus what the server asked for).
+	Scopes []string
+	// Detail explains Reason to an operator. It never holds a secret.
+	Detail string
+	// Err is the cause, when there is one (an authorization server's refusal).
+	Err error
 }
+
+// The reasons an Authorizer gives in AuthRequiredError.Reason.
+const (
+	// AuthReasonLoginRequired: no credentials; a person has to sign in.
+	AuthReasonLoginRequired = "login_required"
+	// AuthReasonInsufficientScope: the server wants scopes the grant lacks (a 403
+	// insufficient_scope). Only that request failed: the connection goes on.
+	AuthReasonInsufficientScope = "insufficient_scope"
+	// AuthReasonGrantRevoked: the authorization server refused the refresh token
+	// or the grant (invalid_grant).
+	AuthReasonGrantRevoked = "grant_revoked"
+	// AuthReasonTokenRejected: the server refused a token just issued for it.
+	AuthReasonTokenRejected = "token_rejected"
+	// AuthReasonClientRejected: the authorization server refused the client's
+	// own credentials (invalid_client).
+	AuthReasonClientRejected = "client_rejected"
+	// AuthReasonAuthorizationFailed: discovery, registration, the authorization
+	// response or the token exchange failed in a way retrying will not fix.
+	AuthReasonAuthorizationFailed = "authorization_failed"
+)
 
 func (e *AuthRequiredError) Error() string {
 	s := fmt.Sprintf("upstream: authorization required (HTTP %d) at %s", e.StatusCode, e.URL)
+	if e.StatusCode == 0 {
+		s = "upstream: authorization required at " + e.URL
+	}
+	if e.Reason != "" {
+		s += " (" + e.Reason + ")"
+	}
+	if e.Detail != "" {
+		s += ": " + e.Detail
+	}
 	if len(e.Challenge) > 0 {
 		s += ": " + strings.Join(e.Challenge, ", ")
 	}
 	return s
+}
+
+func (e *AuthRequiredError) Unwrap() error { return e.Err }
+
+// InsufficientScope reports a 403 insufficient_scope: the request needs more
+// scopes, but the credentials are otherwise good, so the connection goes on.
+func (e *AuthRequiredError) InsufficientScope() bool {
+	return e.Reason == AuthReasonInsufficientScope
 }
 
 // MessageTooLargeError reports a message from the upstream over the size cap.

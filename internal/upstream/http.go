@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"sync/atomic"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -41,10 +42,22 @@ type HTTPSpec struct {
 	// NoStandaloneStream leaves out the GET stream through which a stateful
 	// server sends notifications (list_changed) outside any request.
 	NoStandaloneStream bool
+	// Auth, when set, owns the Authorization header of every request to the
+	// URL's origin and answers the server's 401 and 403 challenges (OAuth:
+	// internal/upstreamauth). A request it answers with new credentials is
+	// sent again, a few times at most; one it does not is refused with the
+	// server's *AuthRequiredError, as without it.
+	Auth Authorizer
 }
 
 // DialHTTP connects to a remote server and runs the handshake. It never
-// retries a 401: an *AuthRequiredError means new credentials are needed.
+// retries a 401 by itself (an HTTPSpec.Auth may answer it): an
+// *AuthRequiredError means new credentials are needed.
+//
+// opts.Era chooses the handshake. EraStateless speaks 2026-07-28 only (not
+// over HTTPSSE); EraProbe asks server/discover and, when the answer is not a
+// 2026-07-28 one, dials a new connection that runs initialize, so one
+// connection never carries both eras.
 //
 // Over Streamable HTTP the go-sdk's transport keeps Mcp-Session-Id and ends
 // the session with DELETE on Close; this package adds Mcp-Protocol-Version
@@ -66,17 +79,21 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 	if headers == nil {
 		headers = StaticHeaders(nil)
 	}
+	if spec.Kind == HTTPSSE && opts.Era == EraStateless {
+		return nil, errors.New("upstream: the stateless revision (2026-07-28) has no HTTP+SSE transport")
+	}
 	d := &httpDialer{
 		spec:   spec,
 		opts:   opts,
-		safe:   redactURL(u),
+		safe:   RedactURL(u),
 		redact: redactor(spec.URL, u),
 		ht: &headerTransport{
 			base:    base,
 			origin:  originOf(u),
 			headers: headers,
+			auth:    spec.Auth,
 			maxBody: opts.MaxMessageBytes,
-			safeURL: redactURL(u),
+			safeURL: RedactURL(u),
 		},
 	}
 	d.client = &http.Client{Transport: d.ht}
@@ -84,10 +101,18 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 		d.release = base.(*http.Transport).CloseIdleConnections
 	}
 	if spec.Kind == HTTPSSE {
+		d.opts.Era = EraLegacy
 		return d.sse(ctx)
 	}
 	c, status, err := d.streamable(ctx)
-	if err == nil || spec.Kind != HTTPAuto {
+	if err != nil && opts.Era == EraProbe && errors.Is(err, errNotStateless) {
+		// Not a 2026-07-28 server: a new connection for initialize.
+		d.opts.Era = EraLegacy
+		d.ht.stateless.Store(false)
+		d.ht.version.Store(nil)
+		c, status, err = d.streamable(ctx)
+	}
+	if err == nil || spec.Kind != HTTPAuto || d.opts.Era != EraLegacy {
 		return c, err
 	}
 	var auth *AuthRequiredError
@@ -130,9 +155,25 @@ func (d *httpDialer) streamable(ctx context.Context) (*Conn, int, error) {
 		terminal:   func(error) bool { return true }, // the go-sdk's read errors are sticky
 		redact:     d.redact,
 		negotiated: func(v string) { d.ht.version.Store(&v) },
-		ready: func(c *Conn) {
+		stateless: func() {
+			v := StatelessProtocolVersion
+			d.ht.version.Store(&v)
+			d.ht.stateless.Store(true)
+		},
+		ready: func(ctx context.Context, c *Conn) {
 			if sid := mconn.SessionID(); sid != "" && !d.spec.NoStandaloneStream {
-				go c.listen(d.client, d.spec.URL, sid)
+				// The dial returns once the stream is open (or refused), so a
+				// request the server sends right after the handshake — an
+				// elicitation for the first call — has somewhere to go.
+				opened := make(chan struct{})
+				go c.listen(d.client, d.spec.URL, sid, opened)
+				t := time.NewTimer(listenOpenWait)
+				defer t.Stop()
+				select {
+				case <-opened:
+				case <-t.C:
+				case <-ctx.Done():
+				}
 			}
 		},
 		closed: d.release,

@@ -607,3 +607,21 @@ func TestConformanceEverythingServerStdio(t *testing.T) {
 		t.Error("test_simple_text answered nothing")
 	}
 }
+
+// TestDialWaitsForStandaloneStream: the dial returns once the standalone
+// stream is open, so a message the server sends right after the handshake
+// (an elicitation for the first call, a list_changed) has a stream to go to,
+// even from a server slow to open it.
+func TestDialWaitsForStandaloneStream(t *testing.T) {
+	s := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{Session: true, StreamDelay: 300 * time.Millisecond})
+	got := make(chan upstream.Notification, 1)
+	dialHTTP(t, upstream.HTTPSpec{URL: s.URL}, upstream.Options{OnNotification: func(n upstream.Notification) { got <- n }})
+	if n := s.Push(`{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}`); n != 1 {
+		t.Fatalf("right after the dial the server has %d streams, want 1", n)
+	}
+	select {
+	case <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("not delivered")
+	}
+}

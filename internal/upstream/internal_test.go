@@ -351,3 +351,34 @@ func TestStringIDAnswered(t *testing.T) {
 		t.Fatalf("answer with a string id: %s %v", res, err)
 	}
 }
+
+func TestWithMeta(t *testing.T) {
+	own := []byte(`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}`)
+	for in, want := range map[string]string{
+		``:                   `{"_meta":{` + string(own) + `}}`,
+		`null`:               `{"_meta":{` + string(own) + `}}`,
+		`{}`:                 `{"_meta":{` + string(own) + `}}`,
+		` { } `:              `{ ,"_meta":{` + string(own) + `}}`,
+		`{"a":1.50}`:         `{"a":1.50,"_meta":{` + string(own) + `}}`,
+		`{"a":1,"_meta":{}}`: `{"a":1,"_meta":{` + string(own) + `}}`,
+		`{"_meta":{"progressToken":7, "x" : 1e2},"b":[1]}`:                                 `{"_meta":{"progressToken":7,"x" : 1e2,` + string(own) + `},"b":[1]}`,
+		`{"_meta":{"io.modelcontextprotocol/protocolVersion":"1999","progressToken":"t"}}`: `{"_meta":{"progressToken":"t",` + string(own) + `}}`,
+	} {
+		got, err := withMeta(json.RawMessage(in), own)
+		if in == ` { } ` {
+			// Whitespace inside an empty object: still valid JSON.
+			if err != nil || !json.Valid(got) {
+				t.Errorf("%q: %s %v", in, got, err)
+			}
+			continue
+		}
+		if err != nil || string(got) != want {
+			t.Errorf("%q:\n got %s %v\nwant %s", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{`[1]`, `"s"`, `{"_meta":[]}`, `{"a":}`} {
+		if got, err := withMeta(json.RawMessage(bad), own); err == nil {
+			t.Errorf("%q accepted: %s", bad, got)
+		}
+	}
+}

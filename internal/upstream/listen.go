@@ -9,12 +9,17 @@ import (
 	"mime"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 )
+
+// listenOpenWait bounds how long a dial waits for the standalone stream's
+// first answer.
+const listenOpenWait = 5 * time.Second
 
 // listenRetries is how many times in a row the standalone stream may fail to
 // deliver anything before it is given up (the connection itself goes on:
@@ -29,7 +34,10 @@ const listenRetries = 5
 // dispatched like any message read, Last-Event-ID on reconnect, the server's
 // retry: honoured, backoff otherwise. 405 means the server offers no stream;
 // 404 means the session is gone, which ends the connection.
-func (c *Conn) listen(client *http.Client, endpoint, sessionID string) {
+func (c *Conn) listen(client *http.Client, endpoint, sessionID string, opened chan<- struct{}) {
+	var once sync.Once
+	open := func() { once.Do(func() { close(opened) }) }
+	defer open()
 	bo := backoff.NewExponentialBackOff()
 	bo.InitialInterval = 500 * time.Millisecond
 	bo.MaxInterval = 30 * time.Second
@@ -48,6 +56,7 @@ func (c *Conn) listen(client *http.Client, endpoint, sessionID string) {
 			req.Header.Set("Last-Event-ID", lastID)
 		}
 		resp, err := client.Do(req)
+		open() // the first answer (or failure) is all the dial waits for
 		switch {
 		case c.life.Err() != nil:
 			if resp != nil {

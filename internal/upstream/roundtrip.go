@@ -69,32 +69,95 @@ type headerTransport struct {
 	base    http.RoundTripper
 	origin  string
 	headers HeaderSource
+	auth    Authorizer
 	maxBody int
 	safeURL string
 	// version is Mcp-Protocol-Version once initialize negotiated it: the
 	// go-sdk's raw connection never learns it (dependencies.md §1.3).
 	version atomic.Pointer[string]
+	// stateless is set for a 2026-07-28 connection: no session id is sent or
+	// taken from an answer, so the go-sdk transport never adopts one (and
+	// never opens a GET stream or sends DELETE for it).
+	stateless atomic.Bool
 }
 
 // statusKey carries a *atomic.Int32 in a request's context that receives the
 // HTTP status of the response (used to decide the fallback to legacy SSE).
 type statusKey struct{}
 
+// requestHeadersKey carries, in a request's context, the 2026-07-28 headers
+// a Conn computed for one message (Mcp-Method, Mcp-Name, Mcp-Param-*). They
+// replace whatever the go-sdk set (it sends Mcp-Name unencoded).
+type requestHeadersKey struct{}
+
 func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	ctx := req.Context()
-	r := req.Clone(ctx)
+	sameOrigin := originOf(req.URL) == t.origin
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
+	for round := 1; ; round++ {
+		r := req.Clone(ctx)
+		if round > 1 {
+			body, err := req.GetBody()
+			if err != nil {
+				return nil, err
+			}
+			r.Body = body
+		}
+		cred, err := t.prepare(ctx, r, sameOrigin)
+		if err != nil {
+			if r.Body != nil {
+				r.Body.Close()
+			}
+			return nil, err
+		}
+		resp, err := t.base.RoundTrip(r)
+		if err != nil {
+			return nil, err
+		}
+		if rec, ok := ctx.Value(statusKey{}).(*atomic.Int32); ok {
+			rec.Store(int32(resp.StatusCode))
+		}
+		challenge := resp.Header.Values("WWW-Authenticate")
+		if resp.StatusCode == http.StatusUnauthorized || (resp.StatusCode == http.StatusForbidden && len(challenge) > 0) {
+			io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+			resp.Body.Close()
+			refused := newAuthRequired(resp.StatusCode, challenge, RedactURL(r.URL))
+			if t.auth == nil || !sameOrigin || !replayable || round >= maxAuthRounds {
+				return nil, refused
+			}
+			retry, err := t.auth.Challenged(ctx, refused, cred)
+			switch {
+			case err != nil:
+				return nil, err
+			case !retry:
+				return nil, refused
+			}
+			continue
+		}
+		if t.auth != nil && sameOrigin {
+			t.auth.Accepted(cred)
+		}
+		if t.stateless.Load() {
+			resp.Header.Del("Mcp-Session-Id")
+		}
+		return t.capJSON(resp)
+	}
+}
+
+// prepare sets one hop's headers: only those the go-sdk's transports set, the
+// configured ones and the Authorizer's credential for the configured origin,
+// the connection's protocol headers.
+func (t *headerTransport) prepare(ctx context.Context, r *http.Request, sameOrigin bool) (Credential, error) {
 	for name := range r.Header {
 		if !passHeaders[name] && !strings.HasPrefix(name, "Mcp-Param-") {
 			delete(r.Header, name)
 		}
 	}
-	if originOf(r.URL) == t.origin {
+	var cred Credential
+	if sameOrigin {
 		hdr, err := t.headers.Header(ctx)
 		if err != nil {
-			if req.Body != nil {
-				req.Body.Close()
-			}
-			return nil, fmt.Errorf("upstream: headers for %s: %w", t.safeURL, err)
+			return cred, fmt.Errorf("upstream: headers for %s: %w", t.safeURL, err)
 		}
 		for name, values := range hdr {
 			name = textproto.CanonicalMIMEHeaderKey(name)
@@ -103,49 +166,69 @@ func (t *headerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			r.Header[name] = append([]string(nil), values...)
 		}
+		if t.auth != nil {
+			// The Authorizer owns Authorization: a configured one is not mixed in.
+			r.Header.Del("Authorization")
+			if cred, err = t.auth.Authorization(ctx); err != nil {
+				return cred, err
+			}
+			if cred.Header.Len() > 0 {
+				r.Header.Set("Authorization", cred.Header.RevealString())
+			}
+		}
+		if hdr, ok := ctx.Value(requestHeadersKey{}).(http.Header); ok {
+			for name := range r.Header {
+				if name == "Mcp-Method" || name == "Mcp-Name" || strings.HasPrefix(name, "Mcp-Param-") {
+					delete(r.Header, name)
+				}
+			}
+			for name, values := range hdr {
+				r.Header[name] = values
+			}
+		}
 	} else {
 		// Another origin (a redirect, or a legacy SSE endpoint pointing away):
-		// nothing of ours goes there.
+		// nothing of ours goes there, tool arguments mirrored into headers
+		// included.
 		r.Header.Del("Mcp-Session-Id")
 		r.Header.Del("Authorization")
+		for name := range r.Header {
+			if strings.HasPrefix(name, "Mcp-Param-") {
+				delete(r.Header, name)
+			}
+		}
+	}
+	if t.stateless.Load() {
+		r.Header.Del("Mcp-Session-Id")
 	}
 	if v := t.version.Load(); v != nil && r.Header.Get("Mcp-Protocol-Version") == "" {
 		r.Header.Set("Mcp-Protocol-Version", *v)
 	}
-	resp, err := t.base.RoundTrip(r)
+	return cred, nil
+}
+
+// capJSON reads a JSON answer whole, under the cap. The go-sdk reads it in a
+// goroutine with the call's context and treats any read error as the end of
+// the connection: a caller cancelling at the wrong moment, or one oversized
+// answer, would end it for every caller. Here either fails only this request.
+func (t *headerTransport) capJSON(resp *http.Response) (*http.Response, error) {
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != "application/json" {
+		return resp, nil
+	}
+	if resp.ContentLength > int64(t.maxBody) {
+		resp.Body.Close()
+		return nil, &MessageTooLargeError{Limit: t.maxBody}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxBody)+1))
+	resp.Body.Close()
 	if err != nil {
 		return nil, err
 	}
-	if rec, ok := ctx.Value(statusKey{}).(*atomic.Int32); ok {
-		rec.Store(int32(resp.StatusCode))
+	if len(data) > t.maxBody {
+		return nil, &MessageTooLargeError{Limit: t.maxBody}
 	}
-	challenge := resp.Header.Values("WWW-Authenticate")
-	if resp.StatusCode == http.StatusUnauthorized || (resp.StatusCode == http.StatusForbidden && len(challenge) > 0) {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-		return nil, &AuthRequiredError{StatusCode: resp.StatusCode, Challenge: challenge, URL: redactURL(r.URL)}
-	}
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt == "application/json" {
-		// A JSON answer is read whole here, under the cap. The go-sdk reads it in
-		// a goroutine with the call's context and treats any read error as the
-		// end of the connection: a caller cancelling at the wrong moment, or one
-		// oversized answer, would end it for every caller. Here either fails
-		// only this request.
-		if resp.ContentLength > int64(t.maxBody) {
-			resp.Body.Close()
-			return nil, &MessageTooLargeError{Limit: t.maxBody}
-		}
-		data, err := io.ReadAll(io.LimitReader(resp.Body, int64(t.maxBody)+1))
-		resp.Body.Close()
-		if err != nil {
-			return nil, err
-		}
-		if len(data) > t.maxBody {
-			return nil, &MessageTooLargeError{Limit: t.maxBody}
-		}
-		resp.Body = io.NopCloser(bytes.NewReader(data))
-		resp.ContentLength = int64(len(data))
-	}
+	resp.Body = io.NopCloser(bytes.NewReader(data))
+	resp.ContentLength = int64(len(data))
 	return resp, nil
 }
 
@@ -165,9 +248,9 @@ func originOf(u *url.URL) string {
 	return scheme + "://" + host + ":" + port
 }
 
-// redactURL is u without userinfo and with every query value replaced, for
+// RedactURL is u without userinfo and with every query value replaced, for
 // messages: endpoints carry tokens in both places.
-func redactURL(u *url.URL) string {
+func RedactURL(u *url.URL) string {
 	c := *u
 	c.User = nil
 	if c.RawQuery != "" {
@@ -185,7 +268,7 @@ func redactURL(u *url.URL) string {
 // its redacted form (net/http's *url.Error quotes the request URL, query and
 // all). The wrapped error stays reachable for errors.Is and errors.As.
 func redactor(raw string, u *url.URL) func(error) error {
-	safe := redactURL(u)
+	safe := RedactURL(u)
 	forms := []string{raw, u.String(), u.Redacted()}
 	return func(err error) error {
 		if err == nil {

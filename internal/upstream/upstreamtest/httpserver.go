@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
 )
@@ -18,10 +19,11 @@ import (
 // records every request it receives, headers included, so tests can check
 // what reached it (a secret header, Mcp-Protocol-Version, a cancellation).
 type HTTPServer struct {
-	URL     string
-	srv     *httptest.Server
-	sse     bool
-	chunked bool
+	URL         string
+	srv         *httptest.Server
+	sse         bool
+	chunked     bool
+	streamDelay time.Duration
 
 	mu       sync.Mutex
 	requests []Request
@@ -48,12 +50,15 @@ type HTTPServerOptions struct {
 	Session bool
 	// Chunked sends JSON answers without Content-Length, in two chunks.
 	Chunked bool
+	// StreamDelay holds each standalone GET stream this long before it is
+	// registered and answered (a slow server).
+	StreamDelay time.Duration
 }
 
 // NewHTTPServer starts an HTTPServer at URL + "/mcp", closed when the test ends.
 func NewHTTPServer(t testing.TB, opts HTTPServerOptions) *HTTPServer {
 	t.Helper()
-	s := &HTTPServer{sse: opts.SSE, chunked: opts.Chunked}
+	s := &HTTPServer{sse: opts.SSE, chunked: opts.Chunked, streamDelay: opts.StreamDelay}
 	if opts.Session {
 		s.session = "session-" + Marker(t)
 	}
@@ -208,6 +213,13 @@ func (s *HTTPServer) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *HTTPServer) stream(w http.ResponseWriter, r *http.Request) {
+	if s.streamDelay > 0 {
+		select {
+		case <-time.After(s.streamDelay):
+		case <-r.Context().Done():
+			return
+		}
+	}
 	ch := make(chan string, 16)
 	s.mu.Lock()
 	s.streams = append(s.streams, ch)

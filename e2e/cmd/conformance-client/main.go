@@ -1,0 +1,102 @@
+// Command conformance-client is the client the official MCP conformance
+// suite judges (`conformance client --command conformance-client …`): the
+// suite starts it with the scenario's server URL as its argument and the
+// scenario in MCP_CONFORMANCE_SCENARIO (its data in MCP_CONFORMANCE_CONTEXT),
+// plays the server and the authorization server, and scores what it sends.
+//
+// It makes each scenario's calls the way a harness does, through toolgate's
+// upstream client stack: internal/upstream's connection (the stateless
+// revision probed first, as toolgate dials remote upstreams) with
+// internal/upstreamauth as its Authorizer, signing in headlessly (the
+// suite's authorization servers redirect at once), tokens sealed in the
+// keystore of a fresh temporary data directory (its SQLite store), every
+// request through
+// netguard. The scenarios only see the harness interface: replacing
+// openDirect with a harness that installs the URL in a fresh toolgate and
+// talks to `toolgate bridge --server NAME` is the step docs/upstream-auth.md
+// describes for when the host is wired.
+//
+// TOOLGATE_CONFORMANCE_LOG names a file the stack's log is appended to (the
+// e2e test scans it for the suite's tokens); without it the log goes to
+// stderr.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+)
+
+// harness is what a scenario drives: the requests a harness makes of one
+// upstream server. Results are the server's raw bytes.
+type harness interface {
+	Call(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	Close() error
+}
+
+// setup is what a scenario needs toolgate configured with.
+type setup struct {
+	scenario string
+	context  map[string]any
+}
+
+func (s setup) str(key string) string {
+	v, _ := s.context[key].(string)
+	return v
+}
+
+func main() {
+	if len(os.Args) != 2 {
+		fmt.Fprintln(os.Stderr, "usage: conformance-client SERVER_URL (scenario in MCP_CONFORMANCE_SCENARIO)")
+		os.Exit(2)
+	}
+	st := setup{scenario: os.Getenv("MCP_CONFORMANCE_SCENARIO"), context: map[string]any{}}
+	if raw := os.Getenv("MCP_CONFORMANCE_CONTEXT"); raw != "" {
+		if err := json.Unmarshal([]byte(raw), &st.context); err != nil {
+			fmt.Fprintln(os.Stderr, "conformance-client: MCP_CONFORMANCE_CONTEXT is not a JSON object")
+			os.Exit(2)
+		}
+	}
+	run, ok := scenarios[st.scenario]
+	if !ok {
+		fmt.Fprintf(os.Stderr, "conformance-client: scenario %q is not supported\n", st.scenario)
+		os.Exit(1)
+	}
+	log, closeLog := logger()
+	defer closeLog()
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
+	defer cancel()
+	err := func() error {
+		h, err := openDirect(ctx, os.Args[1], st, log)
+		if err != nil {
+			return err
+		}
+		defer h.Close()
+		return run(ctx, h, st)
+	}()
+	if err != nil {
+		log.Error("scenario failed", "scenario", st.scenario, "error", err)
+		fmt.Fprintf(os.Stderr, "conformance-client: %s: %v\n", st.scenario, err)
+		closeLog()
+		os.Exit(1)
+	}
+}
+
+func logger() (*slog.Logger, func()) {
+	path := os.Getenv("TOOLGATE_CONFORMANCE_LOG")
+	if path == "" {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), func() {}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "conformance-client:", err)
+		os.Exit(2)
+	}
+	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), func() { f.Close() }
+}
+
+var errUnsupported = errors.New("not supported by toolgate")
