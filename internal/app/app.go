@@ -24,9 +24,10 @@ import (
 	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // Options configures one App.
@@ -65,9 +66,11 @@ const (
 	OutcomeFailed    Outcome = "failed"
 )
 
-// Turn is one open turn: a fixed catalogue, served by the MCP layer.
+// Turn is one open turn: a fixed catalogue, served by the MCP layer and the HTTP API
+// (it satisfies mcpserver.Turn and httpapi.Turn).
 type Turn interface {
-	mcpserver.Turn
+	ListTools(ctx context.Context) (*mcpspec.ToolList, error)
+	CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error)
 	// ID is the turn's execution id.
 	ID() string
 	// Outcome reports how the turn has ended so far (completed unless it escalated or failed).
@@ -284,7 +287,7 @@ type turn struct {
 // revocation stops a bridge or `toolgate mcp` at its next call. If the store cannot be
 // read the call is still decided by the policy already loaded, and its audit event, which
 // needs the same store, fails it closed.
-func (t turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.Warn("re-reading grants before a call", "err", err)
 	}
@@ -459,6 +462,12 @@ func (a *App) Shutdown() int {
 func (a *App) Close() error {
 	a.Shutdown()
 	return a.st.Close()
+}
+
+// ServerInfo is how every MCP surface names itself: initialize's serverInfo and
+// server/discover's _meta.
+func ServerInfo() mcpspec.Implementation {
+	return mcpspec.Implementation{Name: "toolgate", Version: version.String()}
 }
 
 // Instructions is what every MCP surface tells a harness's model in initialize and

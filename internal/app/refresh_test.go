@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
 )
@@ -109,7 +109,7 @@ func TestRefreshReloadsOnlyWhenSomethingChanged(t *testing.T) {
 	// Writes that do not touch the policy (audit events, settings) cause no reload.
 	tr := mustTurn(t, a, app.DefaultPrincipal)
 	for range 5 {
-		if r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)}); err != nil || r.IsError {
+		if r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)}); err != nil || r.IsError {
 			t.Fatalf("local.echo: %v %+v", err, r)
 		}
 		if err := other.SetMeta(ctx, "k", "v"); err != nil {

@@ -16,7 +16,6 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(30, newBridgeCmd) }
@@ -157,7 +156,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if err != nil {
 		return err
 	}
-	info := mcpserver.Implementation{Name: "toolgate", Version: version.String()}
+	info := app.ServerInfo()
 
 	if f.stdio {
 		defer turn.Close()

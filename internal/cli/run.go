@@ -24,8 +24,8 @@ import (
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(73, newRunCmd) }
@@ -188,7 +188,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		// id exists once the bridge does.
 		var sessionID atomic.Pointer[string]
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+			ServerInfo:   app.ServerInfo(),
 			Instructions: app.Instructions,
 			Logger:       log,
 			Authorize: func(token string, present bool) bool {
@@ -267,7 +267,7 @@ func narrowIDs(ids, caps []string) []string {
 }
 
 // reportPublished checks the names the bridge actually publishes against the harness.
-func reportPublished(w io.Writer, h *harness.Harness, server string, list *mcpserver.ToolList) {
+func reportPublished(w io.Writer, h *harness.Harness, server string, list *mcpspec.ToolList) {
 	var names []string
 	for _, raw := range list.Tools {
 		var t struct {

@@ -16,7 +16,6 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
-	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(10, newServeCmd) }
@@ -123,7 +122,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
 			return a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "http"})
 		},
-		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+		ServerInfo:   app.ServerInfo(),
 		Instructions: app.Instructions,
 		AllowedHosts: f.allowHosts,
 		Logger:       log,

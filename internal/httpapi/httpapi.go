@@ -16,13 +16,14 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
-// Turn is what the API needs from a kernel turn.
+// Turn is what the API needs from a kernel turn (*kernel.Turn, through the app).
 type Turn interface {
-	mcpserver.Turn
+	ListTools(ctx context.Context) (*mcpspec.ToolList, error)
+	CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error)
 	Close() error
 }
 
@@ -142,12 +143,6 @@ func (a *api) open(w http.ResponseWriter, r *http.Request, principal string) (Tu
 	return t, true
 }
 
-// ToolList is the body of GET /v1/tools: the same object tools/list returns.
-type ToolList struct {
-	Tools []json.RawMessage `json:"tools"`
-	Meta  map[string]string `json:"_meta"`
-}
-
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	principal, ok := a.authenticate(w, r)
 	if !ok {
@@ -168,9 +163,10 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	if tools == nil {
 		tools = []json.RawMessage{}
 	}
-	writeJSON(w, ToolList{Tools: tools, Meta: map[string]string{
-		mcpserver.MetaCatalogHash: l.CatalogHash,
-		mcpserver.MetaExecutionID: l.ExecutionID,
+	// The body of GET /v1/tools: the same object tools/list returns.
+	writeJSON(w, mcpspec.ListToolsResult{Tools: tools, Meta: map[string]any{
+		mcpspec.MetaCatalogHash: l.CatalogHash,
+		mcpspec.MetaExecutionID: l.ExecutionID,
 	}})
 }
 
@@ -199,7 +195,7 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.Close()
-	res, err := t.CallTool(r.Context(), &mcpserver.CallRequest{Name: req.Name, Arguments: req.Arguments, Peer: noPeer{}})
+	res, err := t.CallTool(r.Context(), &mcpspec.CallRequest{Name: req.Name, Arguments: req.Arguments, Peer: mcpspec.NoPeer{}})
 	if err != nil {
 		a.opts.Logger.Error("httpapi: calling a tool", "err", err)
 		writeError(w, http.StatusInternalServerError, errInternal, "")
@@ -271,12 +267,4 @@ func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeReque
 		return nil, "arguments must be a JSON object", http.StatusBadRequest
 	}
 	return &req, "", 0
-}
-
-// noPeer is the API's Peer: an HTTP API caller cannot be asked anything mid-call.
-type noPeer struct{}
-
-func (noPeer) ClientCapabilities() json.RawMessage { return nil }
-func (noPeer) Request(context.Context, string, any) (json.RawMessage, error) {
-	return nil, mcpserver.ErrPeerUnsupported
 }

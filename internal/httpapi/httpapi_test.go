@@ -12,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -127,7 +127,7 @@ func TestListIsTheTurnCatalogue(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	var got httpapi.ToolList
+	var got mcpspec.ListToolsResult
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestListIsTheTurnCatalogue(t *testing.T) {
 	if len(got.Tools) != 1 || string(got.Tools[0]) != string(want.Tools[0]) {
 		t.Errorf("tools %s, want %s", got.Tools, want.Tools)
 	}
-	if got.Meta[mcpserver.MetaCatalogHash] != want.CatalogHash || got.Meta[mcpserver.MetaExecutionID] == "" {
+	if got.Meta[mcpspec.MetaCatalogHash] != want.CatalogHash || got.Meta[mcpspec.MetaExecutionID] == "" {
 		t.Errorf("_meta %v, want hash %s", got.Meta, want.CatalogHash)
 	}
 	// bob has no grant: an empty list, not an error.
@@ -152,7 +152,7 @@ func TestInvokeIsTheToolCall(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	var res mcpserver.CallResult
+	var res mcpspec.CallResult
 	if err := json.Unmarshal([]byte(body), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestInvokeIsTheToolCall(t *testing.T) {
 		{"tok-alice", `{"name":"files.read"}`, "invalid_arguments"},
 	} {
 		status, _, body := e.do(t, "POST", "/v1/tools/invoke", c.token, c.body)
-		var r mcpserver.CallResult
+		var r mcpspec.CallResult
 		json.Unmarshal([]byte(body), &r)
 		if status != 200 || !r.IsError || r.Meta["toolgate/code"] != c.code {
 			t.Errorf("%s: %d %s, want a %s result", c.body, status, body, c.code)

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -220,7 +220,7 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		byName:    c.byName,
 		ns:        *nsp,
 	}
-	t.list = &mcpserver.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
+	t.list = &mcpspec.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
 	return t, nil
 }
 

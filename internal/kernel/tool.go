@@ -9,7 +9,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // Action is what a call does to its resource.
@@ -93,7 +93,7 @@ type Call struct {
 	Args   map[string]any
 	Access Access
 	// Peer reaches the harness's client (elicitation). Never nil.
-	Peer mcpserver.Peer
+	Peer mcpspec.Peer
 	// ProtocolVersion is "2026-07-28" for a stateless request, "" otherwise. Only a
 	// 2026-07-28 call may answer with Output.InputRequests (multi round-trip).
 	ProtocolVersion string

@@ -14,7 +14,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -27,8 +27,9 @@ const (
 	OutcomeFailed    Outcome = "failed"
 )
 
-// Turn is one resolved catalogue for one principal. It implements mcpserver.Turn and is
-// safe for concurrent use. Its catalogue is fixed when it opens; each call is decided by
+// Turn is one resolved catalogue for one principal. It is safe for concurrent use, and
+// it satisfies the Turn interfaces its surfaces declare (mcpserver.Turn, httpapi.Turn)
+// without the kernel importing any surface: it speaks internal/mcpspec. Its catalogue is fixed when it opens; each call is decided by
 // the policy it opened with and, once the grants have changed, by the current policy
 // too, so a revoked grant stops an open turn at its next call.
 type Turn struct {
@@ -42,14 +43,12 @@ type Turn struct {
 	caps      *policy.Capabilities // nil: not narrowed
 	byName    map[string]*entry
 	ns        map[string]bool
-	list      *mcpserver.ToolList
+	list      *mcpspec.ToolList
 
 	closed    atomic.Bool
 	escalated atomic.Bool
 	failed    atomic.Bool
 }
-
-var _ mcpserver.Turn = (*Turn)(nil)
 
 // ID is the turn's execution id.
 func (t *Turn) ID() string { return t.id }
@@ -73,14 +72,11 @@ func (t *Turn) Outcome() Outcome {
 func (t *Turn) Close() error { t.closed.Store(true); return nil }
 
 // ListTools returns the catalogue resolved at open. It never changes.
-func (t *Turn) ListTools(context.Context) (*mcpserver.ToolList, error) {
+func (t *Turn) ListTools(context.Context) (*mcpspec.ToolList, error) {
 	l := *t.list
 	l.Tools = append([]json.RawMessage(nil), t.list.Tools...)
 	return &l, nil
 }
-
-// ModernVersion is the stateless MCP revision whose calls may answer input_required.
-const ModernVersion = "2026-07-28"
 
 // maxNameInMessage bounds how much of a caller-supplied name is echoed back.
 const maxNameInMessage = 128
@@ -88,7 +84,7 @@ const maxNameInMessage = 128
 // CallTool turns one tools/call into a ToolCall: map the name, validate the arguments,
 // derive and normalise the access, authorize it, audit the decision, run, and build the
 // result. Refusals are results; the error return is reserved for internal failures.
-func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
 	if req == nil {
 		return nil, errors.New("kernel: CallTool with a nil request")
 	}
@@ -222,7 +218,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		// period after it was cancelled.
 		return errorResult(Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished").WithRetryable(true)), nil
 	}
-	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != ModernVersion {
+	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != mcpspec.ModernVersion {
 		runErr = Failed(CodeToolFailed, "the tool needs input, which this protocol version cannot carry")
 	}
 	if runErr != nil {
@@ -317,7 +313,7 @@ func (c *callState) appendAfterRun(ctx context.Context) {
 	}
 }
 
-func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpserver.CallResult, error) {
+func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpspec.CallResult, error) {
 	return c.refuseWith(ctx, ke, ke.Code, ke.Message)
 }
 
@@ -325,7 +321,7 @@ func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpserver.CallResul
 // argument values) and returns it as a result. A refusal whose event cannot be written
 // is still a refusal: nothing ran, so failing closed changes nothing for the caller
 // except the code, which then says audit_unavailable.
-func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, auditMsg string) (*mcpserver.CallResult, error) {
+func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, auditMsg string) (*mcpspec.CallResult, error) {
 	c.ev.Decision = audit.Denied
 	if ke.Status == StatusFailed {
 		c.ev.Decision = audit.Failed
@@ -337,7 +333,7 @@ func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, a
 	return errorResult(ke), nil
 }
 
-func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.CallResult, error) {
+func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpspec.CallResult, error) {
 	c.t.k.log.Error("audit: append failed; refusing the call", "call", c.ev.CallID, "tool", c.ev.Tool, "err", err)
 	c.t.failed.Store(true)
 	return errorResult(Failed(CodeAuditUnavailable, "the audit log could not record this call, so it was not run").WithRetryable(true)), nil
@@ -346,7 +342,7 @@ func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.C
 // unavailable refuses a name that is not in this turn's catalogue. The caller always
 // sees tool_unavailable; the audit event says namespace_disabled or outside_capability
 // when that is why (the latter only for a tool the grants would have published).
-func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.CallResult, error) {
+func (c *callState) unavailable(ctx context.Context, name string) (*mcpspec.CallResult, error) {
 	c.ev.Tool = safeName(name)
 	code := CodeToolUnavailable
 	if e := c.t.registeredAs(name); e != nil {
@@ -498,16 +494,9 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-type nopPeer struct{}
-
-func (nopPeer) ClientCapabilities() json.RawMessage { return nil }
-func (nopPeer) Request(context.Context, string, any) (json.RawMessage, error) {
-	return nil, mcpserver.ErrPeerUnsupported
-}
-
-func peerOf(req *mcpserver.CallRequest) mcpserver.Peer {
+func peerOf(req *mcpspec.CallRequest) mcpspec.Peer {
 	if req.Peer == nil {
-		return nopPeer{}
+		return mcpspec.NoPeer{}
 	}
 	return req.Peer
 }

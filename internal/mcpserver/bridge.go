@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -40,7 +41,7 @@ type BridgeOptions struct {
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names, for
 	// a deliberate non-loopback bind.
 	AllowedHosts []string
-	ServerInfo   Implementation
+	ServerInfo   mcpspec.Implementation
 	Instructions string
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -39,7 +40,7 @@ type HandlerOptions struct {
 	// OpenTurn opens the Turn of a new session (one per initialize that names no
 	// session). It runs only after Host, Origin and authentication passed.
 	OpenTurn     func(ctx context.Context, principal string) (Turn, error)
-	ServerInfo   Implementation
+	ServerInfo   mcpspec.Implementation
 	Instructions string
 	// MaxSessions caps live sessions across all principals (default
 	// DefaultMaxSessions).

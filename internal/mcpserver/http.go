@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -51,7 +52,7 @@ func newSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
+func newHTTPSession(turn Turn, principal string, info mcpspec.Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpSession{
 		id: newSessionID(), principal: principal, turn: turn,
@@ -199,7 +200,7 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseBadProtocolVersion)
 		return
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && !(c.stateless && v == ModernVersion) {
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !mcpspec.IsSessionVersion(v) && !(c.stateless && v == mcpspec.ModernVersion) {
 		c.refuseVersion(w, r, v)
 		return
 	}
@@ -292,7 +293,7 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 	if c.stateless && !body.Batch && body.Items[0].Msg != nil {
 		// A 2026-07-28 request: modern _meta, or that version in the header.
 		meta, ok := modernMeta(body.Items[0].Msg)
-		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == ModernVersion {
+		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == mcpspec.ModernVersion {
 			c.serveModern(w, r, body.Items[0].Msg, meta, sess, principal)
 			return
 		}
@@ -350,7 +351,7 @@ func sessionIDOf(s *httpSession) string {
 // handshake).
 func opensSession(b *rpcwire.Body) bool {
 	m := b.Items[0].Msg
-	return !b.Batch && m != nil && m.IsRequest() && m.Method == "initialize"
+	return !b.Batch && m != nil && m.IsRequest() && m.Method == mcpspec.MethodInitialize
 }
 
 // acceptsSSE reports whether the client listed text/event-stream in Accept.
@@ -384,7 +385,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	defer stop()
 
 	var stream *sseStream
-	peer := Peer(peerFunc{c: sess.conn})
+	peer := mcpspec.Peer(peerFunc{c: sess.conn})
 	stopKeepAlive := func() {}
 	if acceptsSSE(r) {
 		stream = newSSEStream(w, sess.id, func(err error) {
@@ -495,7 +496,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 		}
 	}
 	defer done()
-	answer, rpcErr, err := cn.handleCode(ctx, m, modernPeer{}, true)
+	answer, rpcErr, err := cn.handleCode(ctx, m, mcpspec.NoPeer{}, true)
 	if errors.Is(err, errPanic) {
 		writeRefusal(w, refuseInternal)
 		return
@@ -510,10 +511,10 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 // checkModernHeaders compares the standard headers with the body.
 func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessage) *jsonrpc.Error {
 	mismatch := func(what string) *jsonrpc.Error {
-		return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: "header mismatch: " + what}
+		return &jsonrpc.Error{Code: mcpspec.CodeHeaderMismatch, Message: "header mismatch: " + what}
 	}
-	if v, ok := modernVersionOf(meta); ok && v == ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
-		return mismatch("MCP-Protocol-Version must equal _meta[\"" + MetaProtocolVersion + "\"]")
+	if v, ok := modernVersionOf(meta); ok && v == mcpspec.ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
+		return mismatch("MCP-Protocol-Version must equal _meta[\"" + mcpspec.MetaProtocolVersion + "\"]")
 	}
 	// Each standard header must be sent at most once: with two, the server and an
 	// intermediary routing on the header could read different values (one takes
@@ -530,7 +531,7 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessag
 	if strings.TrimSpace(r.Header.Get("Mcp-Method")) != m.Method {
 		return mismatch("Mcp-Method must equal the method")
 	}
-	if m.Method == "tools/call" {
+	if m.Method == mcpspec.MethodToolsCall {
 		// By the member's exact name, as callTool reads it (encoding/json's struct
 		// fields would also take "NAME").
 		var name string

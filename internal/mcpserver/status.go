@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -107,7 +108,7 @@ func modernStatus(code int64) int {
 	case jsonrpc.CodeMethodNotFound:
 		return http.StatusNotFound
 	case jsonrpc.CodeInvalidParams, jsonrpc.CodeInvalidRequest, jsonrpc.CodeParseError,
-		CodeHeaderMismatch, CodeMissingClientCapability, CodeUnsupportedProtocolVersion:
+		mcpspec.CodeHeaderMismatch, mcpspec.CodeMissingClientCapability, mcpspec.CodeUnsupportedProtocolVersion:
 		return http.StatusBadRequest
 	}
 	return http.StatusOK

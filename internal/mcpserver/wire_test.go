@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected responses of testdata/wire/*.txtar")
@@ -103,7 +104,7 @@ type wireServer struct {
 
 func newWireServer(t *testing.T, wc wireCase) *wireServer {
 	t.Helper()
-	info := mcpserver.Implementation{Name: "toolgate", Version: "test"}
+	info := mcpspec.Implementation{Name: "toolgate", Version: "test"}
 	switch wc.server {
 	case "bridge":
 		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless}
