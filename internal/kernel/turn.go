@@ -452,10 +452,9 @@ func deriveAccess(t *Tool, args map[string]any) (acc Access, err error) {
 	return acc, nil
 }
 
-// asError keeps a tool's own *Error; anything else becomes fallback.
+// asError is AsError; anything else becomes fallback.
 func asError(err error, fallback Code) *Error {
-	var ke *Error
-	if errors.As(err, &ke) {
+	if ke, ok := AsError(err); ok {
 		return ke
 	}
 	return Failed(fallback, "%v", err)
@@ -463,8 +462,7 @@ func asError(err error, fallback Code) *Error {
 
 // asFailure is asError for a tool's Run: its plain errors become failed with code.
 func asFailure(err error, code Code) *Error {
-	var ke *Error
-	if errors.As(err, &ke) {
+	if ke, ok := AsError(err); ok {
 		return ke
 	}
 	return Failed(code, "%s", clip(err.Error(), 2000))
