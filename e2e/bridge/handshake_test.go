@@ -64,7 +64,7 @@ func rpcCodes(t *testing.T, raw []byte) []float64 {
 // which cannot be batched. ping is served, and a 2026-07-28 request needs no
 // handshake. After initialize the turn works.
 func TestAttackToolCallBeforeInitializeHTTP(t *testing.T) {
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	p := startBridge(t, "--data-dir", data)
 	post := func(body string, hdr ...string) (int, []byte) {
 		t.Helper()
@@ -134,7 +134,7 @@ func TestAttackToolCallBeforeInitializeHTTP(t *testing.T) {
 // tools/call before initialize (-32600) and runs nothing; after initialize a
 // second initialize on the connection is refused too.
 func TestAttackToolCallBeforeInitializeStdio(t *testing.T) {
-	data := t.TempDir()
+	data := testenv.PrivateDir(t)
 	cmd := exec.Command(testenv.Binary(t), "bridge", "--stdio", "--data-dir", data)
 	cmd.Stdin = strings.NewReader(strings.Join([]string{
 		escalate("1"),
