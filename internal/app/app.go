@@ -313,8 +313,14 @@ func (t turn) Outcome() Outcome { return Outcome(t.Turn.Outcome()) }
 // once it is ready).
 func (a *App) Register(tools ...*kernel.Tool) error { return a.k.Register(tools...) }
 
-// Store is the App's store, for the commands that manage grants, audit and escalations.
+// Store is the App's store, for tests that set up or inspect it directly. Commands go
+// through the App's methods and Admin instead.
 func (a *App) Store() *store.Store { return a.st }
+
+// Audit lists the events f selects, oldest first (toolgate run's summary).
+func (a *App) Audit(ctx context.Context, f audit.Filter) ([]audit.Event, error) {
+	return a.st.ListAudit(ctx, f)
+}
 
 // Kernel is the App's kernel.
 func (a *App) Kernel() *kernel.Kernel { return a.k }
@@ -325,15 +331,7 @@ const MaxTokenTTL = 30 * 24 * time.Hour
 // MintToken issues an execution token identifying principal and session. It carries no
 // authority: every call is still authorized against a grant.
 func (a *App) MintToken(principal, session string, ttlSeconds int) (string, error) {
-	if ttlSeconds <= 0 {
-		return "", fmt.Errorf("minting a token: ttl must be positive, got %ds", ttlSeconds)
-	}
-	ttl := time.Duration(ttlSeconds) * time.Second
-	if ttl > MaxTokenTTL {
-		return "", fmt.Errorf("minting a token: ttl %s is longer than the %s limit", ttl, MaxTokenTTL)
-	}
-	now := time.Now()
-	return exectoken.Mint(a.tokenKey, exectoken.Claims{Principal: principal, Session: session, IssuedAt: now, Expires: now.Add(ttl)})
+	return mintToken(a.tokenKey, principal, session, time.Duration(ttlSeconds)*time.Second)
 }
 
 // VerifyToken checks an execution token and returns the principal it identifies.
@@ -380,12 +378,18 @@ func (a *App) BridgeAuthorizer(principal, sessionID string) func(token string, p
 // OwnerTokenFile is the owner token's file name inside the data directory.
 const OwnerTokenFile = datadir.OwnerTokenFile
 
+// Dir is the data directory, resolved.
+func (a *App) Dir() string { return a.dir }
+
+// OwnerTokenPath is where the owner token lives (OwnerToken creates it).
+func (a *App) OwnerTokenPath() string { return filepath.Join(a.dir, OwnerTokenFile) }
+
 // OwnerToken returns the data directory's owner token, creating it (0600, whatever the
 // umask) on first use. created reports whether this call created it. A token file that
 // group or others could read, that belongs to another user or that is a symbolic link
 // is refused (datadir.ErrUnsafe), never used: it may have been read already.
 func (a *App) OwnerToken() (tok string, created bool, err error) {
-	p := filepath.Join(a.dir, OwnerTokenFile)
+	p := a.OwnerTokenPath()
 	if f, _, err := datadir.OpenFile("owner token", p, os.O_RDONLY); err == nil {
 		b, err := io.ReadAll(io.LimitReader(f, 4096))
 		f.Close()

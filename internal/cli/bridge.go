@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -14,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
 )
@@ -98,15 +100,6 @@ func checkCapabilities(caps []string) error {
 	return nil
 }
 
-// isLoopbackHost reports whether a listen host only accepts local connections.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	ctx := cmd.Context()
 	if strings.TrimSpace(f.principal) == "" {
@@ -126,7 +119,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		if host == "" {
 			return fmt.Errorf("--listen %q: give a host (127.0.0.1 for loopback)", f.listen)
 		}
-		if f.noAuth && !isLoopbackHost(host) {
+		if f.noAuth && !listenaddr.IsLoopback(host) {
 			return fmt.Errorf("--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not %q", host)
 		}
 		if !f.noAuth && (f.ttl <= 0 || f.ttl > app.MaxTokenTTL) {
@@ -160,7 +153,23 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 
 	if f.stdio {
 		defer turn.Close()
-		err := mcpserver.ServeStdio(ctx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Instructions: app.Instructions, Logger: log})
+		// On a signal the kernel cancels the calls still running first and records them
+		// cancelled_by_shutdown (App.Shutdown, as toolgate serve and toolgate mcp do); only
+		// then does the server stop, which would cancel them as its connection's.
+		serveCtx, stopServe := context.WithCancel(context.WithoutCancel(ctx))
+		defer stopServe()
+		served := make(chan error, 1)
+		go func() {
+			served <- mcpserver.ServeStdio(serveCtx, env.In, env.Out, turn, mcpserver.StdioOptions{ServerInfo: info, Instructions: app.Instructions, Logger: log})
+		}()
+		var err error
+		select {
+		case err = <-served:
+		case <-ctx.Done():
+			a.Shutdown()
+			stopServe()
+			err = <-served
+		}
 		if err != nil && ctx.Err() == nil {
 			return fmt.Errorf("serving MCP over stdio: %w", err)
 		}
@@ -196,7 +205,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	}
 	if !b.Loopback() {
 		// Before the URL, so that whoever waits for the URL has seen this too.
-		warnBeyondLoopback(env, host, b)
+		warnBeyondLoopback(env.Err, "the bridge", "the bearer token", host, b.Addr())
 	}
 	if _, err := fmt.Fprintln(env.Out, b.URL()); err != nil {
 		return fmt.Errorf("printing the bridge URL: %w", err)
@@ -208,24 +217,11 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	}
 	select {
 	case <-ctx.Done():
+		// A signal: the kernel cancels the calls still running and records them
+		// cancelled_by_shutdown (App.Shutdown, as toolgate serve does) before the bridge
+		// closes, which would cancel them as its session's.
+		a.Shutdown()
 	case <-b.Done():
 	}
 	return nil
-}
-
-// warnBeyondLoopback tells the operator, on stderr, that the bridge accepts
-// connections from other machines, as toolgate serve does: its printed URL is
-// one for this machine, and other machines reach it only under the address it
-// is bound to or a name given with --allow-host.
-func warnBeyondLoopback(env *Env, host string, b *mcpserver.Bridge) {
-	where := net.JoinHostPort(host, strconv.Itoa(b.Port()))
-	if b.Addr().IP.IsUnspecified() {
-		fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on every interface (%s); every request must carry the bearer token\n", where)
-		fmt.Fprintf(env.Err, "toolgate: the URL printed is for this machine; other machines must address the bridge by a name or address given with --allow-host\n")
-		return
-	}
-	if net.ParseIP(host) == nil {
-		where += " (" + b.Addr().IP.String() + ")"
-	}
-	fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on %s; every request must carry the bearer token\n", where)
 }

@@ -328,7 +328,7 @@ func runChild(ctx context.Context, env *Env, l harness.Launch) (int, error) {
 // summarize prints the turn's outcome and its audit events, counted by decision and tool.
 func summarize(ctx context.Context, w io.Writer, a *app.App, f runFlags, start time.Time, turnID string, outcome app.Outcome) {
 	ctx = context.WithoutCancel(ctx)
-	evs, err := a.Store().ListAudit(ctx, audit.Filter{Principal: f.principal, Since: start.Add(-time.Second)})
+	evs, err := a.Audit(ctx, audit.Filter{Principal: f.principal, Since: start.Add(-time.Second)})
 	if err != nil {
 		fmt.Fprintf(w, "toolgate: reading the audit trail: %v\n", err)
 		return

@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/listenaddr"
 )
 
 // Guard refuses requests a browser could forge against a loopback server, before
@@ -60,14 +62,6 @@ func newGuard(allowedHosts []string) *guard {
 	return g
 }
 
-func isLoopbackName(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 // hostAllowed decides a Host header value or an Origin's host[:port].
 func (g *guard) hostAllowed(hostport string) bool {
 	hostport = strings.ToLower(hostport)
@@ -80,7 +74,7 @@ func (g *guard) hostAllowed(hostport string) bool {
 	} else if strings.HasPrefix(hostport, "[") && strings.HasSuffix(hostport, "]") {
 		host = hostport[1 : len(hostport)-1]
 	}
-	if isLoopbackName(host) {
+	if listenaddr.IsLoopback(host) {
 		return true
 	}
 	return g.allowed[hostport] || g.allowed[host]
