@@ -112,7 +112,7 @@ func TestAuthentication(t *testing.T) {
 		{"GET", "/v1/tools", "tok-alice", []string{"Authorization", "Bearer tok-bob"}}, // two headers
 	} {
 		status, h, body := e.do(t, c.method, c.path, c.token, `{"name":"files.read","arguments":{"path":"docs/a"}}`, c.hdr...)
-		if status != 401 || body != "{\"error\":\"unauthorized\"}\n" || h.Get("WWW-Authenticate") != `Bearer realm="toolgate"` {
+		if status != 401 || body != `{"error":"unauthorized"}` || h.Get("WWW-Authenticate") != `Bearer realm="toolgate"` {
 			t.Errorf("%s %s token %q: %d %q %v", c.method, c.path, c.token, status, body, h)
 		}
 	}

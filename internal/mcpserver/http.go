@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/httpwire"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
@@ -223,28 +224,17 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	c.servePost(w, r, sess, principal)
 }
 
-// authorize reads the bearer token from the Authorization header only (never the
-// URL). A header with another scheme is refused outright.
+// authorize reads the bearer token (httpwire.Bearer: the Authorization header only,
+// never the URL). A header with another scheme is refused outright.
 func (c *httpCore) authorize(r *http.Request) (string, bool) {
 	if c.authenticate == nil {
 		return "", true
 	}
-	h, present := r.Header["Authorization"]
-	if !present {
-		return c.authenticate("", false)
-	}
-	if len(h) != 1 {
+	token, present, ok := httpwire.Bearer(r)
+	if !ok {
 		return "", false
 	}
-	scheme, token, found := strings.Cut(h[0], " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return "", false
-	}
-	return c.authenticate(token, true)
+	return c.authenticate(token, present)
 }
 
 func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, principal string) {
@@ -261,10 +251,9 @@ func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, princip
 }
 
 func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSession, principal string) {
-	data, err := readBody(w, r, c.maxBody)
+	data, err := httpwire.ReadBody(w, r, c.maxBody)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		if httpwire.IsTooLarge(err) {
 			writeRefusal(w, refuseTooLarge)
 			return
 		}
@@ -319,24 +308,6 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 		defer sess.release()
 	}
 	c.answer(w, r, sess, body)
-}
-
-// readBody reads a request body of at most max bytes into one buffer of its
-// size when the client declared it (a body over max is refused before any of
-// it is read), and through a growing buffer otherwise (chunked).
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	if r.ContentLength > max {
-		return nil, &http.MaxBytesError{Limit: max}
-	}
-	body := http.MaxBytesReader(w, r.Body, max)
-	if n := r.ContentLength; n > 0 {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(body)
 }
 
 func sessionIDOf(s *httpSession) string {
@@ -472,7 +443,7 @@ func (c *httpCore) dropped(err error) {
 // serveModern answers one 2026-07-28 request. Its standard headers must mirror
 // the body (MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call), or it
 // is 400 with -32020; no mcp-session-id is issued or echoed; JSON-RPC errors map
-// to HTTP statuses in modernStatus.
+// to HTTP statuses in httpwire.StatelessStatus.
 func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta json.RawMessage, sess *httpSession, principal string) {
 	if rpcErr := checkModernHeaders(r, m, meta); rpcErr != nil {
 		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
@@ -557,11 +528,11 @@ func decodeHeaderValue(v string) string {
 }
 
 // writeModernAnswer writes a 2026-07-28 answer: errors with the status
-// modernStatus gives them, results as JSON or one SSE event.
+// httpwire.StatelessStatus gives them, results as JSON or one SSE event.
 func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []byte, sse bool) {
 	status := http.StatusOK
 	if rpcErr != nil {
-		status = modernStatus(rpcErr.Code)
+		status = httpwire.StatelessStatus(rpcErr.Code)
 	}
 	if sse && status == http.StatusOK {
 		_ = newSSEStream(w, "", nil).send(answer)
@@ -579,7 +550,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 // further and the answer is {"error":"unsupported_protocol_version"}.
 func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
 	if c.stateless && r.Method == http.MethodPost {
-		if data, err := readBody(w, r, c.maxBody); err == nil {
+		if data, err := httpwire.ReadBody(w, r, c.maxBody); err == nil {
 			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
 				if _, ok := modernMeta(body.Items[0].Msg); ok {
 					e := unsupportedVersion(v)

@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"context"
+	"database/sql"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -86,5 +87,42 @@ func TestDaemonRefusesBadListen(t *testing.T) {
 		if d, err := daemon.Start(a, daemon.Options{Listen: bad}); err == nil || !strings.Contains(err.Error(), "--listen") {
 			t.Errorf("Start(%q) = %v, %v", bad, d, err)
 		}
+	}
+}
+
+// A turn that cannot be opened (here a stored grant the policy cannot compile, which
+// fails closed) is answered alike on every surface: 503 catalog_unavailable, the cause
+// in the log only.
+func TestDaemonCatalogUnavailableEverywhere(t *testing.T) {
+	a := openApp(t)
+	d, err := daemon.Start(a, daemon.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Shutdown(context.Background(), time.Second)
+	owner, _, _ := a.OwnerToken()
+	db, err := sql.Open("sqlite", a.Store().Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.Exec(`INSERT INTO grants (id, principal, tool, action, resource, effect, note, created_at)
+		VALUES ('g_secret', 'default', 'local.echo', '*', 'path:a/../../b/', 'deny', '', '2026-01-01T00:00:00.000000Z')`); err != nil {
+		t.Fatal(err)
+	}
+	if status, body := get(t, d.URL()+"/v1/tools", owner); status != 503 || !strings.Contains(body, `"error":"catalog_unavailable"`) || strings.Contains(body, "g_secret") {
+		t.Errorf("GET /v1/tools: %d %s", status, body)
+	}
+	req, _ := http.NewRequest("POST", d.URL()+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25"}}`))
+	req.Header.Set("Authorization", "Bearer "+owner)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 503 || string(b) != `{"error":"catalog_unavailable"}` || resp.Header.Get("Mcp-Session-Id") != "" {
+		t.Errorf("POST /mcp initialize: %d %s", resp.StatusCode, b)
 	}
 }
