@@ -159,7 +159,7 @@ func (a *App) init(ctx context.Context) error {
 	a.k, err = kernel.New(kernel.Options{
 		Audit:       a.st,
 		Escalations: escalations{a.st},
-		HashArgs:    func(args map[string]any) map[string]string { return audit.HashArgs(argKey, args) },
+		HashArg:     func(v []byte) string { return audit.HashValue(argKey, v) },
 		Logger:      a.log,
 	})
 	if err != nil {
@@ -205,6 +205,17 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 // costs one single-row read. Refreshes run concurrently (no lock is held across the store
 // reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
+	if r, ok := ctx.Value(requestKey{}).(*requestRefresh); ok && r.app == a {
+		// One request opens a turn, checks a session's staleness and makes calls:
+		// the store is read for the first of them only (see Request).
+		r.once.Do(func() { r.err = a.reload(ctx) })
+		return r.err
+	}
+	return a.reload(ctx)
+}
+
+// reload is refresh without the request's memo.
+func (a *App) reload(ctx context.Context) error {
 	seq := a.refreshSeq.Add(1)
 	ver, current, err := a.policyCurrent(ctx)
 	if err != nil {

@@ -3,3 +3,7 @@ package app
 // PolicyLoads reports how many times a has read grants and namespaces from its store
 // in full (not counting the cheap policy-version reads that found nothing changed).
 func PolicyLoads(a *App) int64 { return a.pol.loads.Load() }
+
+// PolicyReads reports how many times a has read its store's policy version: once per
+// refresh, whatever it found.
+func PolicyReads(a *App) int64 { return a.pol.reads.Load() }

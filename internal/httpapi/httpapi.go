@@ -6,7 +6,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 
 	"github.com/toolgate/toolgate/internal/httpwire"
 	"github.com/toolgate/toolgate/internal/mcpspec"
@@ -180,7 +180,7 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 
 // decodeInvoke reads the body with the same strict decoder MCP messages go through
 // (duplicate and case-variant members refused at every depth, size and depth limits),
-// so an invoke cannot mean something a tools/call would not.
+// once, so an invoke cannot mean something a tools/call would not.
 func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeRequest, httpwire.Refusal, string) {
 	body, err := httpwire.ReadBody(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
@@ -189,36 +189,21 @@ func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeReque
 		}
 		return nil, httpwire.InvalidRequest, "could not read the body"
 	}
-	trimmed := bytes.TrimSpace(body)
-	if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
+	// One strict read, no tree: the body is a tools/call's params, which sit one level
+	// inside a message, so it may nest one level less than a message.
+	canon, err := rpcwire.Limits{MaxBytes: int(a.opts.MaxBodyBytes), MaxDepth: rpcwire.MaxDepth - 1}.Canonical(body)
+	if err != nil {
+		return nil, httpwire.InvalidRequest, strings.TrimPrefix(err.Error(), "decoding JSON: ")
+	}
+	if canon[0] != '{' {
 		return nil, httpwire.InvalidRequest, "body must be one JSON object {\"name\", \"arguments\"}"
-	}
-	// json.Valid guarantees trimmed is exactly one value, so it cannot reshape the
-	// envelope it is placed in.
-	env := make([]byte, 0, len(trimmed)+64)
-	env = append(env, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`...)
-	env = append(env, trimmed...)
-	env = append(env, '}')
-	dec, jerr := rpcwire.Limits{MaxBytes: int(a.opts.MaxBodyBytes) + 64}.Decode(env)
-	if jerr != nil {
-		return nil, httpwire.InvalidRequest, jerr.Message
-	}
-	if len(dec.Items) != 1 || dec.Items[0].Msg == nil {
-		msg := "invalid body"
-		if len(dec.Items) == 1 && dec.Items[0].Err != nil {
-			msg = dec.Items[0].Err.Message
-		}
-		return nil, httpwire.InvalidRequest, msg
 	}
 	// Members are matched by their exact names, never encoding/json's case-insensitive
 	// field matching: {"NAME": …} is an unknown member here exactly as tools/call
-	// ignores it, so a filter reading "name" and this API never disagree.
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(dec.Items[0].Msg.Params, &members); err != nil {
-		return nil, httpwire.InvalidRequest, "body must be one JSON object {\"name\", \"arguments\"}"
-	}
+	// ignores it, so a filter reading "name" and this API never disagree. The
+	// arguments are a slice of the canonical encoding, which the kernel reads once.
 	var req InvokeRequest
-	for k, v := range members {
+	for k, v := range rpcwire.Members(canon) {
 		switch k {
 		case "name":
 			if err := json.Unmarshal(v, &req.Name); err != nil {
@@ -233,7 +218,7 @@ func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeReque
 	if req.Name == "" {
 		return nil, httpwire.InvalidRequest, "name is required"
 	}
-	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
+	if a := req.Arguments; len(a) > 0 && a[0] != '{' && string(a) != "null" {
 		return nil, httpwire.InvalidRequest, "arguments must be a JSON object"
 	}
 	return &req, httpwire.Refusal{}, ""

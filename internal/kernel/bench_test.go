@@ -19,7 +19,7 @@ import (
 // that does nothing.
 func BenchmarkCallAuthorized(b *testing.B) {
 	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
-		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -122,7 +122,7 @@ func BenchmarkListTools512(b *testing.B) {
 // capabilities, the one allowing the call last: the cost capabilities add per call.
 func BenchmarkCallAuthorizedNarrowed(b *testing.B) {
 	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
-		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -19,8 +19,10 @@ func TestConfinementErrorsHaveTheirCodes(t *testing.T) {
 	loop := fmt.Errorf("resolving %q: %w", "loop1", workspace.ErrTooManyLinks)
 	tool := func(id string, accessErr, runErr error) *kernel.Tool {
 		return &kernel.Tool{ID: id, InputSchema: json.RawMessage(`{"type":"object"}`),
-			Access: func(map[string]any) (kernel.Access, error) { return kernel.Access{Action: kernel.ActionRead}, accessErr },
-			Run:    func(context.Context, *kernel.Call) (*kernel.Output, error) { return nil, runErr },
+			Access: func(map[string]any) (kernel.Access, error) {
+				return kernel.Access{Action: kernel.ActionRead}, accessErr
+			},
+			Run: func(context.Context, *kernel.Call) (*kernel.Output, error) { return nil, runErr },
 		}
 	}
 	f := newFixture(t,

@@ -42,9 +42,11 @@ type Options struct {
 	Audit AuditLog
 	// Escalations records toolgate.escalate calls. Required.
 	Escalations EscalationLog
-	// HashArgs turns argument values into keyed hashes for the audit event (values that
-	// may be secret are never stored in clear). Nil records no arguments.
-	HashArgs func(args map[string]any) map[string]string
+	// HashArg turns one argument's value, in its canonical encoding (the bytes the
+	// strict decoder wrote, internal/rpcwire), into the keyed hash the audit event
+	// records for it (values that may be secret are never stored in clear;
+	// audit.HashValue). Nil records no arguments.
+	HashArg func(canonicalValue []byte) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives internal failures that cannot reach a caller; nil discards.

@@ -28,13 +28,7 @@ func newFixture(t testing.TB, tools ...*kernel.Tool) *fixture {
 	t.Helper()
 	f := &fixture{aud: &kerneltest.Audit{}, esc: &kerneltest.Escalations{}}
 	k, err := kernel.New(kernel.Options{Audit: f.aud, Escalations: f.esc,
-		HashArgs: func(a map[string]any) map[string]string {
-			out := map[string]string{}
-			for k := range a {
-				out[k] = "h"
-			}
-			return out
-		}})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		t.Fatal(err)
 	}

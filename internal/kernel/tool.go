@@ -90,8 +90,12 @@ type Call struct {
 	Tool      *Tool
 	// Args is the parsed, schema-validated arguments object (never nil). Numbers are
 	// json.Number, exactly as the caller wrote them, so no integer loses precision.
-	Args   map[string]any
-	Access Access
+	Args map[string]any
+	// Arguments is the encoding Args was read from (canonical: internal/rpcwire), "{}"
+	// when none were sent. A tool that forwards its call (to an upstream server)
+	// forwards these bytes, never a re-encoding of Args.
+	Arguments json.RawMessage
+	Access    Access
 	// Peer reaches the harness's client (elicitation). Never nil.
 	Peer mcpspec.Peer
 	// ProtocolVersion is "2026-07-28" for a stateless request, "" otherwise. Only a

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
 // Outcome is how a turn has ended so far.
@@ -130,7 +131,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 	c.e = e
 	c.ev.Tool = e.tool.ID
 
-	args, err := parseArgs(req.Arguments)
+	args, canon, err := parseArgs(req.Arguments)
 	if err != nil {
 		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
 	}
@@ -138,7 +139,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 		return c.refuseWith(ctx, Failed(CodeInvalidArguments, "arguments do not match the input schema: %s", clip(err.Error(), 2000)),
 			CodeInvalidArguments, "arguments do not match the input schema: "+schemaErrorSummary(err))
 	}
-	c.ev.Args = t.hashArgs(args)
+	c.ev.Args = t.hashArgs(canon)
 
 	acc, err := deriveAccess(e.tool, args)
 	if err != nil {
@@ -210,7 +211,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 	if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) {
 		runErr = cause // the shutdown came between the decision and the run: do not start
 	} else {
-		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req),
+		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Arguments: canon, Access: acc, Peer: peerOf(req),
 			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
 	}
 	if !c.phase.CompareAndSwap(phaseRunning, phaseRecorded) {
@@ -276,11 +277,19 @@ func (t *Turn) run(ctx context.Context, call *Call) (out *Output, err error) {
 	return out, err
 }
 
-func (t *Turn) hashArgs(args map[string]any) map[string]string {
-	if t.k.opts.HashArgs == nil || len(args) == 0 {
+// hashArgs hashes each argument's value from its canonical encoding: the bytes the
+// schema's value was read from, never re-encoded. (They are what encoding/json writes
+// for that value, so the hashes are the ones audit.HashArgs gives: docs/audit.md.)
+func (t *Turn) hashArgs(canon json.RawMessage) map[string]string {
+	h := t.k.opts.HashArg
+	if h == nil || len(canon) <= 2 { // no arguments: "{}"
 		return nil
 	}
-	return t.k.opts.HashArgs(args)
+	out := map[string]string{}
+	for name, v := range rpcwire.Members(canon) {
+		out[name] = h(v)
+	}
+	return out
 }
 
 // callState carries one call's audit event through the decision.
@@ -377,26 +386,29 @@ func (t *Turn) registeredAs(name string) *entry {
 	return nil
 }
 
-// parseArgs decodes the arguments object once, with numbers kept exactly as sent
-// (json.Number), and the same value is both validated and handed to the tool: what the
-// schema checked is what runs.
-func parseArgs(raw json.RawMessage) (map[string]any, error) {
+// parseArgs reads the arguments object once, from the canonical encoding the strict
+// decoder produced (rpcwire.Value: one pass, no re-encoding; input from anywhere else
+// is read strictly first), with numbers kept exactly as sent (json.Number). The same
+// value is validated and handed to the tool, and the same bytes are hashed for the
+// audit event and handed to a tool that forwards them: what the schema checked is what
+// runs.
+func parseArgs(raw json.RawMessage) (map[string]any, json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return map[string]any{}, nil
+		return map[string]any{}, json.RawMessage(`{}`), nil
 	}
 	if trimmed[0] != '{' {
-		return nil, errors.New("arguments must be a JSON object")
+		return nil, nil, errors.New("arguments must be a JSON object")
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
+	v, canon, err := rpcwire.Value(trimmed)
 	if err != nil {
-		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+		return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
 	}
 	args, ok := v.(map[string]any)
 	if !ok {
-		return nil, errors.New("arguments must be a JSON object")
+		return nil, nil, errors.New("arguments must be a JSON object")
 	}
-	return args, nil
+	return args, canon, nil
 }
 
 // schemaErrorSummary names where validation failed without quoting any value, so it

@@ -1,10 +1,13 @@
 package mcpserver
 
 import (
+	"context"
+	"maps"
 	"mime"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,12 +46,19 @@ func guardWith(next http.Handler, allowedHosts []string, bodyTimeout time.Durati
 			writeRefusal(w, ref)
 			return
 		}
-		next.ServeHTTP(w, r)
+		// Say so, for a Handler behind this guard: it does not check again.
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), guardedKey{}, g.key)))
 	})
 }
 
+// guardedKey marks a request that passed a Guard; its value is that guard's key.
+type guardedKey struct{}
+
 type guard struct {
 	allowed map[string]bool // lower-cased hosts, with and without ports
+	// key names what the guard accepts (its allowed hosts, sorted): a Handler whose
+	// own guard has the same key skips the check of a request a Guard passed.
+	key string
 }
 
 func newGuard(allowedHosts []string) *guard {
@@ -59,7 +69,17 @@ func newGuard(allowedHosts []string) *guard {
 			g.allowed[h] = true
 		}
 	}
+	hosts := slices.Sorted(maps.Keys(g.allowed))
+	g.key = "guard:" + strings.Join(hosts, ",")
 	return g
+}
+
+// passed reports whether r already passed a Guard accepting exactly what g accepts,
+// so that a request through toolgate serve's Guard and its /mcp Handler is checked
+// once. A request that passed a Guard with other hosts, or none, is checked.
+func (g *guard) passed(r *http.Request) bool {
+	key, ok := r.Context().Value(guardedKey{}).(string)
+	return ok && key == g.key
 }
 
 // hostAllowed decides a Host header value or an Origin's host[:port].

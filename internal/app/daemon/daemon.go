@@ -95,8 +95,14 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	// The guard runs once per request, here (the /mcp Handler sees it passed), and
+	// the policy is brought up to date from the store once per request
+	// (app.Request), however many steps of the request would read it.
+	perRequest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mux.ServeHTTP(w, r.WithContext(a.Request(r.Context())))
+	})
 	srv := &http.Server{
-		Handler:           mcpserver.Guard(mux, opts.AllowedHosts),
+		Handler:           mcpserver.Guard(perRequest, opts.AllowedHosts),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
