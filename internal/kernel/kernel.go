@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,7 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -129,7 +130,7 @@ func (k *Kernel) Register(tools ...*Tool) error {
 		k.tools[e.tool.ID] = e
 		k.ids = append(k.ids, e.tool.ID)
 	}
-	sort.Strings(k.ids)
+	slices.Sort(k.ids)
 	k.gen++
 	return nil
 }
@@ -325,8 +326,8 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 // as a JSON array: the same tool set gives the same hash whatever the order, execution
 // id, transport or harness alias.
 func catalogHash(canon [][]byte) string {
-	sorted := append([][]byte(nil), canon...)
-	sort.Slice(sorted, func(i, j int) bool { return string(sorted[i]) < string(sorted[j]) })
+	sorted := slices.Clone(canon)
+	slices.SortFunc(sorted, bytes.Compare)
 	h := sha256.New()
 	h.Write([]byte{'['})
 	for i, c := range sorted {

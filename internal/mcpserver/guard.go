@@ -104,6 +104,15 @@ func (g *guard) check(r *http.Request) refusal {
 	if !g.hostAllowed(r.Host) {
 		return refuseForbiddenHost
 	}
+	// The Origin half is not http.CrossOriginProtection, which was tried against the
+	// golden files: it compares an Origin with the request's own Host (or an exact
+	// trusted origin), so it refuses a loopback page on another port (Origin
+	// http://localhost:3000 on 127.0.0.1:7077, the MCP Inspector's case, served in
+	// testdata/wire/foreign_origin_403.txtar), and it lets every GET, HEAD and OPTIONS
+	// through whatever its Origin, where the contract refuses a foreign or "null"
+	// Origin on every method (TestGuardMiddleware: GET /v1/tools from evil.com is 403).
+	// Its Sec-Fetch-Site check would also refuse same-site loopback pages the contract
+	// accepts.
 	if origins, ok := r.Header["Origin"]; ok {
 		for _, o := range origins {
 			u, err := url.Parse(o)

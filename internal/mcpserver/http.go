@@ -171,6 +171,10 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	// The core checks its own path and method rather than sit behind a pattern mux:
+	// the contract's 404 for another path is empty and its 405 is JSON with Allow:
+	// POST, DELETE, both decided in its order of checks (docs/http-contract.md),
+	// where a mux answers text/plain before any check.
 	if r.URL.Path != c.path {
 		writeRefusal(w, refuseNotFound)
 		return

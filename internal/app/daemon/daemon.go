@@ -88,6 +88,11 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
+	// /mcp is one explicit route, not "POST /mcp" and "DELETE /mcp" patterns: the
+	// contract answers any other method 405 with a JSON body and Allow: POST, DELETE,
+	// after the Host, Origin and Content-Type checks (docs/http-contract.md, "Order of
+	// checks"); a pattern mux answers 405 in text/plain, before them. The HTTP API's
+	// routes and /healthz are method patterns (their 405 is the mux's, with Allow).
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/v1/", apiH)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
