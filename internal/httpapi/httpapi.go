@@ -85,6 +85,10 @@ func writeJSON(w http.ResponseWriter, v any) {
 		writeError(w, httpwire.Internal, "")
 		return
 	}
+	writeBody(w, b)
+}
+
+func writeBody(w http.ResponseWriter, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -170,6 +174,11 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		a.opts.Logger.Error("httpapi: calling a tool", "err", err)
 		writeError(w, httpwire.Internal, "")
+		return
+	}
+	if res.Raw != nil {
+		// Another server's result, passed through as it wrote it.
+		writeBody(w, res.Raw)
 		return
 	}
 	if res.Content == nil {

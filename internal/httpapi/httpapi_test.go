@@ -242,3 +242,38 @@ func TestMethodsAndFailures(t *testing.T) {
 		t.Errorf("New without Authenticate succeeded")
 	}
 }
+
+// A result another server wrote (passed through by a forwarding tool) is the invoke's
+// body as it was written.
+func TestInvokePassesARawResultThrough(t *testing.T) {
+	raw := `{"content":[{"type":"text","text":"<hi>","z":1.50}],"isError":false,"x-upstream":{"b":1,"a":2}}`
+	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(&kernel.Tool{ID: "up.echo", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, *kernel.Call) (*kernel.Output, error) {
+			return &kernel.Output{Result: json.RawMessage(raw)}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "alice", Tool: "up.*", Action: "*", Effect: policy.Allow}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{
+		Authenticate: func(tok string, present bool) (string, bool) { return "alice", tok == "tok-alice" },
+		OpenTurn: func(ctx context.Context, p string) (httpapi.Turn, error) {
+			return k.OpenTurn(ctx, kernel.TurnOptions{Principal: p, Transport: "api"})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	e := &env{srv: srv}
+	status, hdr, body := e.do(t, "POST", "/v1/tools/invoke", "tok-alice", `{"name":"up.echo"}`)
+	if status != 200 || body != raw || hdr.Get("Content-Type") != "application/json" || hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("%d %v\n got %s\nwant %s", status, hdr, body, raw)
+	}
+}

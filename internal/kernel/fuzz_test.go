@@ -12,7 +12,8 @@ import (
 )
 
 // FuzzCallTool: whatever name and arguments arrive, the kernel answers a result (never
-// an error or a panic); a refusal carries exactly the seed's status/code _meta; and an
+// an error or a panic); a refusal carries exactly the status/code _meta of
+// docs/reason-codes.md; and an
 // allowed call is audited before it is answered.
 func FuzzCallTool(f *testing.F) {
 	for _, s := range [][2]string{

@@ -125,7 +125,8 @@ type body struct {
 	Retryable *bool  `json:"retryable"`
 }
 
-// refusal checks the exact seed shape of a refusal result and returns its body.
+// refusal checks the exact shape of a refusal result (docs/reason-codes.md) and returns
+// its body.
 func refusal(t testing.TB, r *mcpspec.CallResult, status kernel.Status, code kernel.Code) body {
 	t.Helper()
 	if !r.IsError {

@@ -13,7 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// MaxCatalog is the most tools one turn's catalogue may hold (seed 000). Opening a turn
+// MaxCatalog is the most tools one turn's catalogue may hold (docs/kernel.md). Opening a turn
 // whose effective catalogue is larger fails with ErrCatalogTooLarge; nothing is cut.
 const MaxCatalog = 512
 
@@ -142,7 +142,8 @@ func canonicalJSON(b []byte) ([]byte, error) {
 }
 
 // publishedRest is a published MCP Tool object without its name, in the field order
-// seed 000 shows. Nothing else of the kernel's (grants, handler, access rules) is here.
+// tools/list has always served (docs/http-contract.md, "Methods"). Nothing else of the
+// kernel's (grants, handler, access rules) is here.
 type publishedRest struct {
 	Description  string                  `json:"description,omitempty"`
 	InputSchema  json.RawMessage         `json:"inputSchema"`

@@ -1,12 +1,14 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
-// errorBody is the text of a refusal result, exactly as seed 000 shows it.
+// errorBody is the text of a refusal result, exactly as docs/reason-codes.md shows it.
 type errorBody struct {
 	Status    Status `json:"status"`
 	Code      Code   `json:"code"`
@@ -36,6 +38,9 @@ func textBlock(s string) json.RawMessage {
 // buildResult turns a tool's Output into the published result. structuredContent is
 // present only when the tool declares an outputSchema and the output is a JSON object.
 func buildResult(t *Tool, out *Output) *mcpspec.CallResult {
+	if len(out.Result) > 0 {
+		return &mcpspec.CallResult{Raw: out.Result, IsError: out.IsError, ResultType: out.rawResultType}
+	}
 	if len(out.InputRequests) > 0 || len(out.RequestState) > 0 {
 		return &mcpspec.CallResult{ResultType: mcpspec.ResultInputRequired, InputRequests: out.InputRequests,
 			RequestState: out.RequestState, Content: []json.RawMessage{}}
@@ -65,4 +70,25 @@ func buildResult(t *Tool, out *Output) *mcpspec.CallResult {
 		r.Content = []json.RawMessage{}
 	}
 	return r
+}
+
+// readRawResult reads a tool's raw Result once, strictly: it must be a JSON object
+// without duplicate or case-variant members (else the caller and the audit log could
+// read its isError differently). Its isError and resultType are kept; its bytes are
+// passed on as they are.
+func readRawResult(out *Output) error {
+	raw := bytes.TrimSpace(out.Result)
+	canon, err := rpcwire.Limits{MaxBytes: len(raw), MaxDepth: rpcwire.MaxDepth}.Canonical(raw)
+	if err != nil || len(canon) == 0 || canon[0] != '{' {
+		return Failed(CodeToolFailed, "the tool's result is not one JSON object read the same way by everyone")
+	}
+	isErr, _ := rpcwire.Member(canon, "isError")
+	out.IsError = string(isErr) == "true"
+	if rt, ok := rpcwire.Member(canon, "resultType"); ok {
+		if json.Unmarshal(rt, &out.rawResultType) != nil || out.rawResultType == "" {
+			return Failed(CodeToolFailed, "the tool's result has a resultType that is not a name")
+		}
+	}
+	out.Result = raw
+	return nil
 }

@@ -109,7 +109,8 @@ type Call struct {
 }
 
 // Output is what a tool returns. Content blocks are MCP content objects; Text is a
-// convenience: when Content is empty, Text becomes one text block.
+// convenience: when Content is empty, Text becomes one text block. A tool that forwards
+// its call returns the answer's bytes in Result instead.
 type Output struct {
 	Content []json.RawMessage
 	Text    string
@@ -124,4 +125,13 @@ type Output struct {
 	// set, is handed back on the retry. The retry is a new call, authorized again.
 	InputRequests json.RawMessage
 	RequestState  json.RawMessage
+	// Result, when set, is a whole tools/call result as another server wrote it (an
+	// upstream's, a JSON object): it reaches the caller as it is (mcpspec.CallResult.Raw,
+	// up to insignificant white space), never rebuilt from the other fields, which are
+	// then ignored. It is read once, strictly (a result with duplicate or case-variant
+	// members is refused, tool_failed), for its isError (a failure is audited as one)
+	// and its resultType.
+	Result json.RawMessage
+
+	rawResultType string // Result's resultType, read by the kernel
 }

@@ -219,6 +219,9 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 		// period after it was cancelled.
 		return errorResult(Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished").WithRetryable(true)), nil
 	}
+	if runErr == nil && len(out.Result) > 0 {
+		runErr = readRawResult(out)
+	}
 	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != mcpspec.ModernVersion {
 		runErr = Failed(CodeToolFailed, "the tool needs input, which this protocol version cannot carry")
 	}

@@ -69,7 +69,7 @@ type BridgeOptions struct {
 
 // Bridge is one turn's Streamable HTTP server: a loopback listener serving one
 // session whose id is fixed when the bridge is created. Requests that name no
-// session are served by it too (the seed's curl walk-through sends none); a
+// session are served by it too (a client driven by hand with curl sends none); a
 // request naming any other id, or this one after the session ended, gets 404
 // unknown_session. Stateless 2026-07-28 requests are served by the same turn
 // without a session (unless NoStateless); such a client never sends DELETE, so

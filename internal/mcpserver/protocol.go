@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -340,6 +341,9 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 		c.log.Error("tools/call: a 2026-07-28 result type in an older session", "tool", name, "resultType", out.ResultType)
 		return nil, rpcwire.InternalError()
 	}
+	if out.Raw != nil {
+		return rawResult(c, name, out, modern)
+	}
 	if modern {
 		switch out.ResultType {
 		case "", mcpspec.ResultComplete:
@@ -354,6 +358,27 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 		return modernCallResult{ResultType: out.ResultType, CallResult: out}, nil
 	}
 	return out, nil
+}
+
+// rawResult answers with a result another server wrote (mcpspec.CallResult.Raw): its
+// bytes as they are, with resultType "complete" put first in the stateless revision
+// when it has none.
+func rawResult(c *conn, name string, out mcpspec.CallResult, modern bool) (any, *jsonrpc.Error) {
+	raw := bytes.TrimSpace(out.Raw)
+	if len(raw) < 2 || raw[0] != '{' {
+		c.log.Error("tools/call: a raw result that is not a JSON object", "tool", name)
+		return nil, rpcwire.InternalError()
+	}
+	if !modern || out.ResultType != "" {
+		return json.RawMessage(raw), nil
+	}
+	rest := bytes.TrimLeft(raw[1:], " \t\r\n")
+	b := make([]byte, 0, len(raw)+len(`"resultType":"complete",`))
+	b = append(b, `{"resultType":"complete"`...)
+	if rest[0] != '}' {
+		b = append(b, ',')
+	}
+	return json.RawMessage(append(b, rest...)), nil
 }
 
 func nonNull(v json.RawMessage) json.RawMessage {

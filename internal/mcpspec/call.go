@@ -59,6 +59,11 @@ type CallResult struct {
 	ResultType    string          `json:"-"`
 	InputRequests json.RawMessage `json:"inputRequests,omitempty"`
 	RequestState  json.RawMessage `json:"requestState,omitempty"`
+	// Raw, when set, is the whole result as another server wrote it (an upstream's
+	// tools/call answer, passed through): surfaces write these bytes as the result
+	// (adding resultType in the stateless revision when they lack it) and ignore the
+	// fields above, except IsError and ResultType, which the kernel read from Raw.
+	Raw json.RawMessage `json:"-"`
 }
 
 // Peer is the client side of the connection a call arrived on.
