@@ -16,6 +16,6 @@
 //
 // Files: protocol.go (methods, shared by both transports), modern.go (2026-07-28),
 // http.go (the Streamable HTTP core and SSE), bridge.go, handler.go (sessions, cap,
-// idle reaping), stdio.go, guard.go, status.go (the one mapping of refusals to
-// statuses and bodies).
+// idle reaping), stdio.go, guard.go, status.go (the refusals this surface answers:
+// rows of the one table every HTTP surface shares, internal/httpwire).
 package mcpserver
