@@ -1,21 +1,13 @@
 package serve
 
 import (
-	"net"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-)
 
-func haveIPv6Loopback() bool {
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	return true
-}
+	"github.com/toolgate/toolgate/internal/testenv"
+)
 
 // TestServeListenAddresses: whatever --listen names, the URL toolgate serve prints
 // works from this machine (the owner token lists tools there) and names the address
@@ -30,7 +22,7 @@ func TestServeListenAddresses(t *testing.T) {
 		{"127.0.0.1:0", "http://127.0.0.1:", ""},
 		{"localhost:0", "http://127.0.0.1:", ""},
 	}
-	if haveIPv6Loopback() {
+	if testenv.HaveIPv6Loopback() {
 		cases = append(cases,
 			tc{"[::]:0", "http://[::1]:", "listening beyond loopback, on every interface ([::]:"},
 			tc{"[::1]:0", "http://[::1]:", ""})

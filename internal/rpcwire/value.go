@@ -91,9 +91,9 @@ func Members(obj []byte) iter.Seq2[string, json.RawMessage] {
 type canonReader struct {
 	in    []byte
 	pos   int
-	stack []any             // values of the arrays and objects being read
-	keys  []string          // names of the objects being read
-	names map[string]string // short names seen, each allocated once
+	stack []any     // values of the arrays and objects being read
+	keys  []string  // names of the objects being read
+	names nameCache // short names seen, each allocated once
 }
 
 func (r *canonReader) value(depth int) (any, bool) {
@@ -129,40 +129,9 @@ func (r *canonReader) literal(word string) bool {
 }
 
 func (r *canonReader) number() (any, bool) {
-	in, i := r.in, r.pos
-	if in[i] == '-' {
-		i++
-	}
-	switch {
-	case i < len(in) && in[i] == '0':
-		i++
-	case i < len(in) && in[i] >= '1' && in[i] <= '9':
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
-	default:
+	i := numberEnd(r.in, r.pos)
+	if i < 0 {
 		return nil, false
-	}
-	if i < len(in) && in[i] == '.' {
-		i++
-		if i >= len(in) || !isDigit(in[i]) {
-			return nil, false
-		}
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
-	}
-	if i < len(in) && (in[i] == 'e' || in[i] == 'E') {
-		i++
-		if i < len(in) && (in[i] == '+' || in[i] == '-') {
-			i++
-		}
-		if i >= len(in) || !isDigit(in[i]) {
-			return nil, false
-		}
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
 	}
 	n := json.Number(r.in[r.pos:i])
 	r.pos = i
@@ -287,7 +256,7 @@ func (r *canonReader) str(name bool) (string, bool) {
 				val.Write(in[start:i])
 				s = val.String()
 			case name:
-				s = r.name(in[start:i])
+				s = r.names.get(in[start:i])
 			default:
 				s = string(in[start:i])
 			}
@@ -352,20 +321,4 @@ func (r *canonReader) str(name bool) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// name returns b as a string, from the names already seen when it is one: an array of
-// objects names the same members in each.
-func (r *canonReader) name(b []byte) string {
-	if n, ok := r.names[string(b)]; ok {
-		return n
-	}
-	n := string(b)
-	if len(b) <= maxNameLen && len(r.names) < maxNames {
-		if r.names == nil {
-			r.names = make(map[string]string)
-		}
-		r.names[n] = n
-	}
-	return n
 }
