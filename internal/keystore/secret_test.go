@@ -17,6 +17,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // holder has the shapes a Secret travels in: an exported field, an unexported one, a
@@ -152,7 +153,7 @@ func TestSecretAccessors(t *testing.T) {
 // no secret, and its bytes are not in the database either.
 func TestNoClearSecretOnDisk(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	st, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)

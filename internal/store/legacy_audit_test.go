@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // TestAuditRowsFromEarlierBuildsVerify loads audit rows an earlier build wrote (a real
@@ -20,7 +21,7 @@ func TestAuditRowsFromEarlierBuildsVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := Open(ctx, t.TempDir())
+	s, err := Open(ctx, testenv.PrivateDir(t))
 	if err != nil {
 		t.Fatal(err)
 	}

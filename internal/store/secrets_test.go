@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/keystore/keystoretest"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 var _ keystore.Backend = (*store.Store)(nil)
@@ -56,7 +57,7 @@ func TestSecretsRefused(t *testing.T) {
 // install must not make every process reload its grants).
 func TestSecretsPersist(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
+	dir := testenv.PrivateDir(t)
 	s, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
