@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // hostIP returns an address of this machine beyond loopback, or "".
@@ -21,15 +23,6 @@ func hostIP(t *testing.T) string {
 		}
 	}
 	return ""
-}
-
-func haveIPv6Loopback() bool {
-	ln, err := net.Listen("tcp", "[::1]:0")
-	if err != nil {
-		return false
-	}
-	ln.Close()
-	return true
 }
 
 // waitFor waits (up to ten seconds: stderr is copied by another goroutine)
@@ -59,7 +52,7 @@ func TestBridgeListenAddresses(t *testing.T) {
 		{"127.0.0.1:0", "http://127.0.0.1:", ""},
 		{"localhost:0", "http://127.0.0.1:", ""},
 	}
-	if haveIPv6Loopback() {
+	if testenv.HaveIPv6Loopback() {
 		cases = append(cases,
 			tc{"[::]:0", "http://[::1]:", "listening beyond loopback, on every interface ([::]:"},
 			tc{"[::1]:0", "http://[::1]:", ""})

@@ -16,6 +16,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/workspace"
@@ -76,8 +77,8 @@ func TestAskUserBothErasOverStdio(t *testing.T) {
 		version string
 		rounds  int
 	}{
-		{"2026-07-28", nil, mcpserver.ModernVersion, 2},
-		{"initialize", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpserver.LatestVersion, 1},
+		{"2026-07-28", nil, mcpspec.ModernVersion, 2},
+		{"initialize", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpspec.LatestVersion, 1},
 	} {
 		t.Run(era.name, func(t *testing.T) {
 			before := len(auditedAskUser(t, w.data))
@@ -306,7 +307,7 @@ func TestAskUserOverHTTPBridge(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "e2e"}})
+		b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{ServerInfo: mcpspec.Implementation{Name: "toolgate", Version: "e2e"}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -360,8 +361,8 @@ func TestAskUserOverHTTPBridge(t *testing.T) {
 		opts    *mcp.ClientSessionOptions
 		version string
 	}{
-		{"2026-07-28", nil, mcpserver.ModernVersion},
-		{"initialize", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpserver.LatestVersion},
+		{"2026-07-28", nil, mcpspec.ModernVersion},
+		{"initialize", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, mcpspec.LatestVersion},
 	} {
 		t.Run(era.name, func(t *testing.T) {
 			var asked []string

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
@@ -232,9 +232,9 @@ func checkNegotiated(t *testing.T, s *session) {
 	t.Helper()
 	t.Logf("TypeScript SDK %s (latest %s) negotiated protocol version %s with %s %s",
 		sdkVersion, s.SDKLatest, s.ProtocolVersion, s.ServerInfo.Name, s.ServerInfo.Version)
-	supported := s.ProtocolVersion == mcpserver.ModernVersion || slices.Contains(mcpserver.SupportedVersions, s.ProtocolVersion)
+	supported := s.ProtocolVersion == mcpspec.ModernVersion || slices.Contains(mcpspec.SessionVersions, s.ProtocolVersion)
 	if !supported {
-		t.Errorf("negotiated %q, which toolgate does not support (%v, %s)", s.ProtocolVersion, mcpserver.SupportedVersions, mcpserver.ModernVersion)
+		t.Errorf("negotiated %q, which toolgate does not support (%v, %s)", s.ProtocolVersion, mcpspec.SessionVersions, mcpspec.ModernVersion)
 	}
 	if s.ProtocolVersion != s.SDKLatest {
 		t.Errorf("negotiated %q although toolgate supports the SDK's own %q", s.ProtocolVersion, s.SDKLatest)

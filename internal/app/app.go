@@ -24,9 +24,10 @@ import (
 	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/version"
 )
 
 // Options configures one App.
@@ -69,9 +70,11 @@ const (
 	OutcomeFailed    Outcome = "failed"
 )
 
-// Turn is one open turn: a fixed catalogue, served by the MCP layer.
+// Turn is one open turn: a fixed catalogue, served by the MCP layer and the HTTP API
+// (it satisfies mcpserver.Turn and httpapi.Turn).
 type Turn interface {
-	mcpserver.Turn
+	ListTools(ctx context.Context) (*mcpspec.ToolList, error)
+	CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error)
 	// ID is the turn's execution id.
 	ID() string
 	// Outcome reports how the turn has ended so far (completed unless it escalated or failed).
@@ -177,7 +180,7 @@ func (a *App) init(ctx context.Context) error {
 	a.k, err = kernel.New(kernel.Options{
 		Audit:       a.st,
 		Escalations: escalations{a.st},
-		HashArgs:    func(args map[string]any) map[string]string { return audit.HashArgs(argKey, args) },
+		HashArg:     func(v []byte) string { return audit.HashValue(argKey, v) },
 		Logger:      a.log,
 	})
 	if err != nil {
@@ -223,6 +226,17 @@ func (e escalations) RecordEscalation(ctx context.Context, x kernel.Escalation) 
 // costs one single-row read. Refreshes run concurrently (no lock is held across the store
 // reads); a sequence number makes sure an older read never replaces a newer one.
 func (a *App) refresh(ctx context.Context) error {
+	if r, ok := ctx.Value(requestKey{}).(*requestRefresh); ok && r.app == a {
+		// One request opens a turn, checks a session's staleness and makes calls:
+		// the store is read for the first of them only (see Request).
+		r.once.Do(func() { r.err = a.reload(ctx) })
+		return r.err
+	}
+	return a.reload(ctx)
+}
+
+// reload is refresh without the request's memo.
+func (a *App) reload(ctx context.Context) error {
 	seq := a.refreshSeq.Add(1)
 	ver, current, err := a.policyCurrent(ctx)
 	if err != nil {
@@ -305,7 +319,7 @@ type turn struct {
 // revocation stops a bridge or `toolgate mcp` at its next call. If the store cannot be
 // read the call is still decided by the policy already loaded, and its audit event, which
 // needs the same store, fails it closed.
-func (t turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.Warn("re-reading grants before a call", "err", err)
 	}
@@ -331,8 +345,23 @@ func (t turn) Outcome() Outcome { return Outcome(t.Turn.Outcome()) }
 // once it is ready).
 func (a *App) Register(tools ...*kernel.Tool) error { return a.k.Register(tools...) }
 
-// Store is the App's store, for the commands that manage grants, audit and escalations.
+// Store is the App's store, for tests that set up or inspect it directly. Commands go
+// through the App's methods and Admin instead.
 func (a *App) Store() *store.Store { return a.st }
+
+// Database names the PostgreSQL database the App uses, password redacted, or "" for the
+// embedded SQLite store in the data directory.
+func (a *App) Database() string {
+	if a.st.Dialect() == "postgres" {
+		return a.st.Path()
+	}
+	return ""
+}
+
+// Audit lists the events f selects, oldest first (toolgate run's summary).
+func (a *App) Audit(ctx context.Context, f audit.Filter) ([]audit.Event, error) {
+	return a.st.ListAudit(ctx, f)
+}
 
 // Kernel is the App's kernel.
 func (a *App) Kernel() *kernel.Kernel { return a.k }
@@ -343,15 +372,7 @@ const MaxTokenTTL = 30 * 24 * time.Hour
 // MintToken issues an execution token identifying principal and session. It carries no
 // authority: every call is still authorized against a grant.
 func (a *App) MintToken(principal, session string, ttlSeconds int) (string, error) {
-	if ttlSeconds <= 0 {
-		return "", fmt.Errorf("minting a token: ttl must be positive, got %ds", ttlSeconds)
-	}
-	ttl := time.Duration(ttlSeconds) * time.Second
-	if ttl > MaxTokenTTL {
-		return "", fmt.Errorf("minting a token: ttl %s is longer than the %s limit", ttl, MaxTokenTTL)
-	}
-	now := time.Now()
-	return exectoken.Mint(a.tokenKey, exectoken.Claims{Principal: principal, Session: session, IssuedAt: now, Expires: now.Add(ttl)})
+	return mintToken(a.tokenKey, principal, session, time.Duration(ttlSeconds)*time.Second)
 }
 
 // VerifyToken checks an execution token and returns the principal it identifies.
@@ -398,12 +419,18 @@ func (a *App) BridgeAuthorizer(principal, sessionID string) func(token string, p
 // OwnerTokenFile is the owner token's file name inside the data directory.
 const OwnerTokenFile = datadir.OwnerTokenFile
 
+// Dir is the data directory, resolved.
+func (a *App) Dir() string { return a.dir }
+
+// OwnerTokenPath is where the owner token lives (OwnerToken creates it).
+func (a *App) OwnerTokenPath() string { return filepath.Join(a.dir, OwnerTokenFile) }
+
 // OwnerToken returns the data directory's owner token, creating it (0600, whatever the
 // umask) on first use. created reports whether this call created it. A token file that
 // group or others could read, that belongs to another user or that is a symbolic link
 // is refused (datadir.ErrUnsafe), never used: it may have been read already.
 func (a *App) OwnerToken() (tok string, created bool, err error) {
-	p := filepath.Join(a.dir, OwnerTokenFile)
+	p := a.OwnerTokenPath()
 	if f, _, err := datadir.OpenFile("owner token", p, os.O_RDONLY); err == nil {
 		b, err := io.ReadAll(io.LimitReader(f, 4096))
 		f.Close()
@@ -483,6 +510,12 @@ func (a *App) Close() error {
 		a.stopWatch()
 	}
 	return a.st.Close()
+}
+
+// ServerInfo is how every MCP surface names itself: initialize's serverInfo and
+// server/discover's _meta.
+func ServerInfo() mcpspec.Implementation {
+	return mcpspec.Implementation{Name: "toolgate", Version: version.String()}
 }
 
 // Instructions is what every MCP surface tells a harness's model in initialize and

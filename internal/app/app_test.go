@@ -15,7 +15,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -97,15 +97,15 @@ func TestCallsAreAuditedInTheStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{"secret":"hunter2"}`)})
+	r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{"secret":"hunter2"}`)})
 	if err != nil || r.IsError {
 		t.Fatalf("call: %+v %v", r, err)
 	}
-	r, _ = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "toolgate.escalate", Arguments: json.RawMessage(`{"reason":"need a human"}`)})
+	r, _ = tr.CallTool(ctx, &mcpspec.CallRequest{Name: "toolgate.escalate", Arguments: json.RawMessage(`{"reason":"need a human"}`)})
 	if r.IsError || tr.Outcome() != app.OutcomeEscalated {
 		t.Fatalf("escalate: %+v outcome %s", r, tr.Outcome())
 	}
-	r, _ = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo"})
+	r, _ = tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo"})
 	if r.Meta["toolgate/code"] != "escalation_pending" {
 		t.Errorf("after escalating: %+v", r)
 	}
@@ -143,7 +143,7 @@ func TestAuditFailureRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	a.Store().Close()
-	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo"})
+	r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +341,7 @@ func TestTenThousandConcurrentCallsMixedPrincipals(t *testing.T) {
 		go func(i int) {
 			defer wg.Done()
 			p := i % principals
-			r, err := turns[p].CallTool(ctx, &mcpserver.CallRequest{Name: "local.whoami", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
+			r, err := turns[p].CallTool(ctx, &mcpspec.CallRequest{Name: "local.whoami", Arguments: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))})
 			if err != nil {
 				wrong.Store(i, err.Error())
 				return
@@ -418,7 +418,7 @@ func TestTurnCapabilities(t *testing.T) {
 		t.Errorf("malformed capability: %v, want ErrInvalidCapability", err)
 	}
 	tr, _ = a.OpenTurn(ctx, app.TurnRequest{Capabilities: []string{"local.echo:read"}})
-	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
+	r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
 	if err != nil || !r.IsError || ran != 0 {
 		t.Fatalf("an execute call under local.echo:read: %+v, %v (ran %d)", r, err, ran)
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // BenchmarkAppCallAuthorized is one authorized call end to end below the transport:
@@ -26,7 +26,7 @@ func BenchmarkAppCallAuthorized(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := &mcpserver.CallRequest{Name: "local.noop", Arguments: json.RawMessage(`{"path":"docs/a.md"}`)}
+	req := &mcpspec.CallRequest{Name: "local.noop", Arguments: json.RawMessage(`{"path":"docs/a.md"}`)}
 	b.ReportAllocs()
 	for b.Loop() {
 		r, err := tr.CallTool(ctx, req)

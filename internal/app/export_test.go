@@ -10,3 +10,7 @@ func PolicyVersionLoaded(a *App) int64 {
 	defer a.mu.Unlock()
 	return a.pol.ver
 }
+
+// PolicyReads reports how many times a has read its store's policy version: once per
+// refresh, whatever it found.
+func PolicyReads(a *App) int64 { return a.pol.reads.Load() }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"reflect"
+	"sync"
 	"sync/atomic"
 
 	"github.com/toolgate/toolgate/internal/policy"
@@ -22,8 +23,9 @@ import (
 // than the version remembered with it. A change that lands in between makes the next
 // refresh reload once more; none can be missed.
 type policyState struct {
-	// loads counts full reloads (grants and namespaces read from the store), for tests.
-	loads atomic.Int64
+	// loads counts full reloads (grants and namespaces read from the store), and
+	// reads every read of the policy version, for tests.
+	loads, reads atomic.Int64
 
 	// Guarded by App.mu.
 	loaded bool  // the kernel holds a policy read from the store
@@ -33,6 +35,7 @@ type policyState struct {
 // policyCurrent reads the store's policy version and reports whether the kernel
 // already holds the policy loaded at it, in which case refresh has nothing to do.
 func (a *App) policyCurrent(ctx context.Context) (ver int64, current bool, err error) {
+	a.pol.reads.Add(1)
 	ver, err = a.st.PolicyVersion(ctx)
 	if err != nil {
 		return 0, false, fmt.Errorf("loading grants: %w", err)
@@ -102,4 +105,26 @@ func (a *App) watchPolicy() {
 			}
 		}
 	}()
+}
+
+// requestKey marks a context as one request of a surface (Request).
+type requestKey struct{}
+
+// requestRefresh is one request's refresh: done once, its result shared.
+type requestRefresh struct {
+	app  *App
+	once sync.Once
+	err  error
+}
+
+// Request returns ctx for one request a surface serves (an HTTP request of toolgate
+// serve): every step of it that brings the policy up to date — opening a turn (the HTTP
+// API, a stateless MCP request, an initialize), checking whether a session went stale,
+// each call (a batch's included) — shares one read of the store, made by the first of
+// them. Without it each step reads (one query when nothing changed), which is what
+// surfaces with long-lived turns and no request boundary get: a bridge or toolgate mcp
+// reads before every call. A change made after the request's read reaches the next
+// request; the request itself is decided by the grants as they were when it began.
+func (a *App) Request(ctx context.Context) context.Context {
+	return context.WithValue(ctx, requestKey{}, &requestRefresh{app: a})
 }

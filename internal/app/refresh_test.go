@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
 )
@@ -109,7 +109,7 @@ func TestRefreshReloadsOnlyWhenSomethingChanged(t *testing.T) {
 	// Writes that do not touch the policy (audit events, settings) cause no reload.
 	tr := mustTurn(t, a, app.DefaultPrincipal)
 	for range 5 {
-		if r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)}); err != nil || r.IsError {
+		if r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)}); err != nil || r.IsError {
 			t.Fatalf("local.echo: %v %+v", err, r)
 		}
 		if err := other.SetMeta(ctx, "k", "v"); err != nil {
@@ -196,4 +196,61 @@ func TestRefreshConcurrentWithChanges(t *testing.T) {
 	if n := listNames(t, mustTurn(t, a, "bob")); len(n) != 0 {
 		t.Errorf("after the last grant was removed bob sees %v", n)
 	}
+}
+
+// One request reads the store once, whatever it does: open a turn (the HTTP API, a
+// stateless MCP request), check a session's staleness, make calls. Without
+// app.Request each step reads: a /v1/tools/invoke read it twice, a /mcp tools/call
+// twice (the staleness check, then the call).
+func TestRefreshOncePerRequest(t *testing.T) {
+	a, _ := openWithOther(t)
+	steps := func(ctx context.Context) {
+		tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "default"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if st, ok := tr.(interface{ Stale(context.Context) bool }); !ok || st.Stale(ctx) {
+			t.Fatal("a fresh turn is stale, or cannot say")
+		}
+		for range 3 {
+			if _, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	before := app.PolicyReads(a)
+	steps(context.Background())
+	if got := app.PolicyReads(a) - before; got != 5 {
+		t.Errorf("outside a request: %d reads, want 5 (one per step)", got)
+	}
+	before = app.PolicyReads(a)
+	steps(a.Request(context.Background()))
+	if got := app.PolicyReads(a) - before; got != 1 {
+		t.Errorf("one request: %d reads, want 1", got)
+	}
+}
+
+// A change made between two requests reaches the second: the memo is the request's.
+func TestRequestSeesChangesOfEarlierRequests(t *testing.T) {
+	ctx := context.Background()
+	a, other := openWithOther(t)
+	if n := listNames(t, mustTurnCtx(t, a, a.Request(ctx), "bob")); len(n) != 0 {
+		t.Fatalf("bob sees %v", n)
+	}
+	if _, err := other.AddGrant(ctx, policy.Grant{Principal: "bob", Tool: "local.echo", Action: "*", Effect: policy.Allow}); err != nil {
+		t.Fatal(err)
+	}
+	if n := listNames(t, mustTurnCtx(t, a, a.Request(ctx), "bob")); len(n) != 1 {
+		t.Errorf("the next request does not see the new grant: %v", n)
+	}
+}
+
+func mustTurnCtx(t *testing.T, a *app.App, ctx context.Context, principal string) app.Turn {
+	t.Helper()
+	tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: principal})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr
 }

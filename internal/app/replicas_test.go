@@ -10,7 +10,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/testenv"
 )
@@ -34,9 +34,9 @@ func openReplicas(t testing.TB, n int) []*app.App {
 	return out
 }
 
-func callEcho(t *testing.T, tr app.Turn) *mcpserver.CallResult {
+func callEcho(t *testing.T, tr app.Turn) *mcpspec.CallResult {
 	t.Helper()
-	res, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
+	res, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
 	if err != nil {
 		t.Fatal(err)
 	}

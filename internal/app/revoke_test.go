@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -20,9 +20,9 @@ func TestRevocationReachesAnOpenTurn(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := mustTurn(t, a, "bob")
-	callEcho := func() *mcpserver.CallResult {
+	callEcho := func() *mcpspec.CallResult {
 		t.Helper()
-		res, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
+		res, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.echo", Arguments: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/store"
 )
 
@@ -32,9 +32,9 @@ func TestCloseRecordsTheOutcomeOfARunningCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	tr := mustTurn(t, a, app.DefaultPrincipal)
-	answered := make(chan *mcpserver.CallResult, 1)
+	answered := make(chan *mcpspec.CallResult, 1)
 	go func() {
-		r, _ := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.hold"})
+		r, _ := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.hold"})
 		answered <- r
 	}()
 	<-started

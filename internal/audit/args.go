@@ -18,6 +18,10 @@ import (
 //
 // A value that cannot be encoded as JSON (NaN, a channel) is hashed from its fmt
 // representation instead, so it is still never stored in clear.
+//
+// The kernel does not call it: it hashes each value's canonical bytes, which it already
+// holds, with HashValue, and gets these same hashes without encoding anything again
+// (docs/audit.md). HashArgs is the definition those bytes are checked against.
 func HashArgs(key []byte, args map[string]any) map[string]string {
 	if len(args) == 0 {
 		return nil

@@ -12,14 +12,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/store"
 )
 
 func init() { register(42, newAuditCmd) }
 
-// auditPage is how many events one query reads, so neither listing nor verifying holds
-// the whole log in memory.
+// auditPage is how many events one query reads, so a listing never holds the whole log
+// in memory (app.Admin.VerifyAudit pages the same way).
 const auditPage = 1000
 
 // Bounds of --interval: fast enough to feel live, slow enough not to load the store.
@@ -93,7 +93,7 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 	if f.anchor != "" && !f.verify {
 		return errors.New("audit: --anchor only applies to --verify")
 	}
-	var anchor *auditAnchor
+	var anchor *app.AuditAnchor
 	if f.anchor != "" {
 		a, err := parseAuditAnchor(f.anchor)
 		if err != nil {
@@ -122,7 +122,7 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 		return fmt.Errorf("audit: --until: %w", err)
 	}
 
-	s, err := openCLIStore(ctx, env)
+	s, err := openAdmin(ctx, env)
 	if err != nil {
 		return err
 	}
@@ -148,7 +148,7 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 			break
 		}
 		filter.Limit = page
-		evs, err := s.ListAudit(ctx, filter)
+		evs, err := s.Audit(ctx, filter)
 		if err != nil {
 			return err
 		}
@@ -182,7 +182,7 @@ func runAudit(ctx context.Context, env *Env, f auditFlags) error {
 		case <-timer.C:
 		}
 		for {
-			evs, err := s.ListAudit(ctx, filter)
+			evs, err := s.Audit(ctx, filter)
 			if err != nil {
 				if ctx.Err() != nil {
 					return nil
@@ -223,56 +223,35 @@ func parseAuditTime(v string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("%q is not an RFC 3339 time, a date (YYYY-MM-DD) or a duration", v)
 }
 
-// auditAnchor is a head recorded from an earlier verification.
-type auditAnchor struct {
-	seq  int64
-	hash string
-}
-
-func parseAuditAnchor(v string) (auditAnchor, error) {
+// parseAuditAnchor reads --anchor SEQ:HASH, a head an earlier --verify printed.
+func parseAuditAnchor(v string) (app.AuditAnchor, error) {
 	seqStr, hash, ok := strings.Cut(v, ":")
 	seq, err := strconv.ParseInt(seqStr, 10, 64)
 	if !ok || err != nil || seq < 1 {
-		return auditAnchor{}, fmt.Errorf("%q: want SEQ:HASH with SEQ ≥ 1", v)
+		return app.AuditAnchor{}, fmt.Errorf("%q: want SEQ:HASH with SEQ ≥ 1", v)
 	}
 	if len(hash) != 64 || strings.Trim(hash, "0123456789abcdef") != "" {
-		return auditAnchor{}, fmt.Errorf("%q: HASH must be 64 lowercase hex characters", v)
+		return app.AuditAnchor{}, fmt.Errorf("%q: HASH must be 64 lowercase hex characters", v)
 	}
-	return auditAnchor{seq, hash}, nil
+	return app.AuditAnchor{Seq: seq, Hash: hash}, nil
 }
 
-func verifyAudit(ctx context.Context, w io.Writer, s *store.Store, anchor *auditAnchor) error {
-	var v audit.Verifier
-	var after int64
-	for {
-		evs, err := s.ListAudit(ctx, audit.Filter{AfterSeq: after, Limit: auditPage})
-		if err != nil {
-			return err
-		}
-		for i := range evs {
-			if err := v.Add(&evs[i]); err != nil {
-				return &ExitError{Code: ExitChainBroken, Err: err}
-			}
-			if anchor != nil && evs[i].Seq == anchor.seq && evs[i].Hash != anchor.hash {
-				return &ExitError{Code: ExitChainBroken, Err: &audit.ChainError{Seq: anchor.seq,
-					Reason: "its hash differs from the anchor: the chain was rewritten since the anchor was recorded"}}
-			}
-		}
-		if len(evs) < auditPage {
-			break
-		}
-		after = evs[len(evs)-1].Seq
+// verifyAudit checks the whole chain (app.Admin.VerifyAudit) and prints its head; a
+// broken chain exits ExitChainBroken.
+func verifyAudit(ctx context.Context, w io.Writer, s *app.Admin, anchor *app.AuditAnchor) error {
+	head, err := s.VerifyAudit(ctx, anchor)
+	var broken *audit.ChainError
+	if errors.As(err, &broken) {
+		return &ExitError{Code: ExitChainBroken, Err: err}
 	}
-	n, seq, hash := v.Head()
-	if anchor != nil && seq < anchor.seq {
-		return &ExitError{Code: ExitChainBroken, Err: &audit.ChainError{Seq: seq + 1,
-			Reason: fmt.Sprintf("the chain ends at seq %d but the anchor is seq %d: the newest events were removed", seq, anchor.seq)}}
+	if err != nil {
+		return err
 	}
-	if n == 0 {
+	if head.Events == 0 {
 		fmt.Fprintln(w, "audit chain ok: no events")
 		return nil
 	}
-	fmt.Fprintf(w, "audit chain ok: %d events, head seq %d hash %s\n", n, seq, hash)
+	fmt.Fprintf(w, "audit chain ok: %d events, head seq %d hash %s\n", head.Events, head.Seq, head.Hash)
 	return nil
 }
 

@@ -16,9 +16,9 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(30, newBridgeCmd) }
@@ -107,15 +107,6 @@ func checkCapabilities(caps []string) error {
 	return nil
 }
 
-// isLoopbackHost reports whether a listen host only accepts local connections.
-func isLoopbackHost(host string) bool {
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
-}
-
 func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	ctx := cmd.Context()
 	if strings.TrimSpace(f.principal) == "" {
@@ -135,7 +126,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		if host == "" {
 			return fmt.Errorf("--listen %q: give a host (127.0.0.1 for loopback)", f.listen)
 		}
-		if f.noAuth && !isLoopbackHost(host) {
+		if f.noAuth && !listenaddr.IsLoopback(host) {
 			return fmt.Errorf("--no-auth is only allowed on a loopback address (127.0.0.1, ::1, localhost), not %q", host)
 		}
 		if !f.noAuth && (f.ttl <= 0 || f.ttl > app.MaxTokenTTL) {
@@ -166,7 +157,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if err != nil {
 		return err
 	}
-	info := mcpserver.Implementation{Name: "toolgate", Version: version.String()}
+	info := app.ServerInfo()
 
 	if f.stdio {
 		defer turn.Close()
@@ -203,7 +194,7 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	}
 	if !b.Loopback() {
 		// Before the URL, so that whoever waits for the URL has seen this too.
-		warnBeyondLoopback(env, host, b)
+		warnBeyondLoopback(env.Err, "the bridge", "the bearer token", host, b.Addr())
 	}
 	if _, err := fmt.Fprintln(env.Out, b.URL()); err != nil {
 		return fmt.Errorf("printing the bridge URL: %w", err)
@@ -250,21 +241,4 @@ func serveBridgeStdio(ctx context.Context, env *Env, a *app.App, turn mcpserver.
 		return fmt.Errorf("serving MCP over stdio: %w", err)
 	}
 	return nil
-}
-
-// warnBeyondLoopback tells the operator, on stderr, that the bridge accepts
-// connections from other machines, as toolgate serve does: its printed URL is
-// one for this machine, and other machines reach it only under the address it
-// is bound to or a name given with --allow-host.
-func warnBeyondLoopback(env *Env, host string, b *mcpserver.Bridge) {
-	where := net.JoinHostPort(host, strconv.Itoa(b.Port()))
-	if b.Addr().IP.IsUnspecified() {
-		fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on every interface (%s); every request must carry the bearer token\n", where)
-		fmt.Fprintf(env.Err, "toolgate: the URL printed is for this machine; other machines must address the bridge by a name or address given with --allow-host\n")
-		return
-	}
-	if net.ParseIP(host) == nil {
-		where += " (" + b.Addr().IP.String() + ")"
-	}
-	fmt.Fprintf(env.Err, "toolgate: warning: listening beyond loopback, on %s; every request must carry the bearer token\n", where)
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/localtools"
 )
@@ -265,7 +264,7 @@ endpoint) and carries a freshly minted execution token.`,
 				fmt.Fprintf(env.Err, "toolgate: it carries an execution token for %s valid for %s; keep the file private\n", f.principal, f.ttl)
 			}
 			if !noCheck {
-				if a, err := la.open(); errors.Is(err, datadir.ErrUnsafe) {
+				if a, err := la.open(); errors.Is(err, app.ErrUnsafe) {
 					return err // a data directory that leaks is refused, not skipped
 				} else if err != nil {
 					fmt.Fprintf(env.Err, "toolgate: catalogue check skipped: %v\n", err)

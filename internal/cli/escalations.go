@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/app"
 )
 
 func init() { register(60, newEscalationsCmd) }
@@ -26,13 +26,9 @@ func newEscalationsCmd(env *Env) *cobra.Command {
 These commands are the person's side: no tool lets an agent approve its own escalation.
 Approving or denying records the decision; the escalated turn stays ended either way.`,
 	}
-	cmd.AddCommand(newEscalationsLsCmd(env), newEscalationsDecideCmd(env, "approve", store.EscalationApproved),
-		newEscalationsDecideCmd(env, "deny", store.EscalationDenied))
+	cmd.AddCommand(newEscalationsLsCmd(env), newEscalationsDecideCmd(env, "approve", app.EscalationApproved),
+		newEscalationsDecideCmd(env, "deny", app.EscalationDenied))
 	return cmd
-}
-
-func openEscalationStore(cmd *cobra.Command, env *Env) (*store.Store, error) {
-	return env.openStore(cmd.Context())
 }
 
 func newEscalationsLsCmd(env *Env) *cobra.Command {
@@ -46,16 +42,16 @@ func newEscalationsLsCmd(env *Env) *cobra.Command {
 			switch status {
 			case "all":
 				status = ""
-			case store.EscalationPending, store.EscalationApproved, store.EscalationDenied:
+			case app.EscalationPending, app.EscalationApproved, app.EscalationDenied:
 			default:
 				return fmt.Errorf("--status %q: want pending, approved, denied or all", status)
 			}
-			st, err := openEscalationStore(cmd, env)
+			st, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
-			list, err := st.ListEscalations(cmd.Context(), status)
+			list, err := st.Escalations(cmd.Context(), status)
 			if err != nil {
 				return err
 			}
@@ -77,7 +73,7 @@ func newEscalationsLsCmd(env *Env) *cobra.Command {
 			return tw.Flush()
 		},
 	}
-	cmd.Flags().StringVar(&status, "status", store.EscalationPending, "pending, approved, denied or all")
+	cmd.Flags().StringVar(&status, "status", app.EscalationPending, "pending, approved, denied or all")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "one JSON object per line")
 	return cmd
 }
@@ -111,7 +107,7 @@ type escalationRow struct {
 	DecidedAt    *time.Time `json:"decided_at,omitempty"`
 }
 
-func escalationJSON(e store.Escalation) escalationRow {
+func escalationJSON(e app.Escalation) escalationRow {
 	return escalationRow{ID: e.ID, Status: e.Status, Principal: e.Principal, TurnID: e.TurnID, CallID: e.CallID,
 		Reason: e.Reason, Note: e.Note, CreatedAt: e.CreatedAt, DecidedBy: e.DecidedBy, DecisionNote: e.DecisionNote, DecidedAt: e.DecidedAt}
 }
@@ -126,14 +122,14 @@ func newEscalationsDecideCmd(env *Env, verb, decision string) *cobra.Command {
 			if by == "" {
 				by = escCurrentUser()
 			}
-			st, err := openEscalationStore(cmd, env)
+			st, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
 			defer st.Close()
 			err = st.ResolveEscalation(cmd.Context(), args[0], decision, by, note)
 			switch {
-			case errors.Is(err, store.ErrNotFound):
+			case errors.Is(err, app.ErrNotFound):
 				return fmt.Errorf("no escalation %q (see toolgate escalations ls --status all)", args[0])
 			case err != nil:
 				return err

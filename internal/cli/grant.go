@@ -14,17 +14,25 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/store"
 )
 
 func init() { register(40, newGrantCmd) }
 
-// openCLIStore opens the data directory's store for a management command. These
-// commands use the store directly rather than the whole app, so that a grant the kernel
+// openAdmin opens the data directory for a management command (grant, token, audit,
+// escalations, namespaces): app.Admin, which opens no kernel, so that a grant the kernel
 // refuses to compile can still be listed and removed.
-func openCLIStore(ctx context.Context, env *Env) (*store.Store, error) {
-	return env.openStore(ctx)
+func openAdmin(ctx context.Context, env *Env) (*app.Admin, error) {
+	dbURL, err := env.DatabaseURL()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := env.DataDir()
+	if err != nil {
+		return nil, err
+	}
+	return app.OpenAdmin(ctx, dir, dbURL)
 }
 
 func newGrantCmd(env *Env) *cobra.Command {
@@ -70,15 +78,15 @@ stored: every stored grant takes effect as written.`,
 			if deny {
 				g.Effect = policy.Deny
 			}
-			if err := store.ValidateGrant(g); err != nil {
+			if err := app.ValidateGrant(g); err != nil {
 				return fmt.Errorf("grant add: %w", err)
 			}
-			s, err := openCLIStore(cmd.Context(), env)
+			m, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			added, err := s.AddGrant(cmd.Context(), g)
+			defer m.Close()
+			added, err := m.AddGrant(cmd.Context(), g)
 			if err != nil {
 				return err
 			}
@@ -120,12 +128,12 @@ func newGrantLsCmd(env *Env) *cobra.Command {
 id, principal, tool, action, resource, effect, created_at and note.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := openCLIStore(cmd.Context(), env)
+			m, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			grants, err := s.ListGrants(cmd.Context())
+			defer m.Close()
+			grants, err := m.Grants(cmd.Context())
 			if err != nil {
 				return err
 			}
@@ -168,15 +176,15 @@ func newGrantRmCmd(env *Env) *cobra.Command {
 		Long:    `rm removes each named grant. An unknown id is an error; the others are still removed.`,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, ids []string) error {
-			s, err := openCLIStore(cmd.Context(), env)
+			m, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer m.Close()
 			var errs []error
 			for _, id := range ids {
-				if err := s.RemoveGrant(cmd.Context(), id); err != nil {
-					if errors.Is(err, store.ErrNotFound) {
+				if err := m.RemoveGrant(cmd.Context(), id); err != nil {
+					if errors.Is(err, app.ErrNotFound) {
 						err = fmt.Errorf("no grant with id %s", tableCell(id))
 					}
 					errs = append(errs, err)

@@ -172,7 +172,7 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	served := make(chan error, 1)
 	go func() {
 		served <- mcpserver.ServeStdio(serveCtx, in, env.Out, turn, mcpserver.StdioOptions{
-			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+			ServerInfo:   app.ServerInfo(),
 			Instructions: app.Instructions,
 			Logger:       log,
 		})

@@ -32,7 +32,7 @@ Namespaces are enabled unless disabled here. Turns already open keep their catal
 				if !policy.ValidNamespace(ns) {
 					return fmt.Errorf("%q is not a namespace (lower-case letters, digits, '_' and '-')", ns)
 				}
-				st, err := openEscalationStore(cmd, env)
+				st, err := openAdmin(cmd.Context(), env)
 				if err != nil {
 					return err
 				}
@@ -54,7 +54,7 @@ Namespaces are enabled unless disabled here. Turns already open keep their catal
 		Short: "List the namespaces that have been switched (all others are enabled)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := openEscalationStore(cmd, env)
+			st, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}

@@ -24,9 +24,8 @@ import (
 	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
-	"github.com/toolgate/toolgate/internal/store"
-	"github.com/toolgate/toolgate/internal/version"
 )
 
 func init() { register(73, newRunCmd) }
@@ -141,7 +140,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		// The harness's toolgate mcp would need the database URL, password and all, in
 		// the harness's configuration or environment; without it, it would open another
 		// store (the data directory's SQLite) and decide by other grants.
-		return errors.New("--stdio does not work with a PostgreSQL store (--database-url, " + store.EnvDatabaseURL +
+		return errors.New("--stdio does not work with a PostgreSQL store (--database-url, " + app.EnvDatabaseURL +
 			"): the harness would need the database password; use the HTTP bridge (the default)")
 	}
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -203,7 +202,7 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		// bridge does.
 		var bridgeID atomic.Pointer[string]
 		bridge, err = mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-			ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
+			ServerInfo:   app.ServerInfo(),
 			Instructions: app.Instructions,
 			Logger:       log,
 			Authorize: func(token string, present bool) bool {
@@ -282,7 +281,7 @@ func narrowIDs(ids, caps []string) []string {
 }
 
 // reportPublished checks the names the bridge actually publishes against the harness.
-func reportPublished(w io.Writer, h *harness.Harness, server string, list *mcpserver.ToolList) {
+func reportPublished(w io.Writer, h *harness.Harness, server string, list *mcpspec.ToolList) {
 	var names []string
 	for _, raw := range list.Tools {
 		var t struct {
@@ -312,7 +311,7 @@ func runChild(ctx context.Context, env *Env, l harness.Launch) (int, error) {
 	c.Stdin, c.Stdout, c.Stderr = env.In, env.Out, env.Err
 	// The harness reaches toolgate through its bridge only; it gets no database URL
 	// (which may carry a password).
-	c.Env = append(withoutEnv(os.Environ(), store.EnvDatabaseURL), l.Env...)
+	c.Env = append(withoutEnv(os.Environ(), app.EnvDatabaseURL), l.Env...)
 	c.WaitDelay = 5 * time.Second
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGHUP)
@@ -345,7 +344,7 @@ func runChild(ctx context.Context, env *Env, l harness.Launch) (int, error) {
 // summarize prints the turn's outcome and its audit events, counted by decision and tool.
 func summarize(ctx context.Context, w io.Writer, a *app.App, f runFlags, start time.Time, turnID string, outcome app.Outcome) {
 	ctx = context.WithoutCancel(ctx)
-	evs, err := a.Store().ListAudit(ctx, audit.Filter{Principal: f.principal, Since: start.Add(-time.Second)})
+	evs, err := a.Audit(ctx, audit.Filter{Principal: f.principal, Since: start.Add(-time.Second)})
 	if err != nil {
 		fmt.Fprintf(w, "toolgate: reading the audit trail: %v\n", err)
 		return

@@ -2,28 +2,18 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/httpapi"
+	"github.com/toolgate/toolgate/internal/app/daemon"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
-	"github.com/toolgate/toolgate/internal/version"
+	"github.com/toolgate/toolgate/internal/listenaddr"
 )
 
 func init() { register(10, newServeCmd) }
-
-// serveTestTools are registered in addition to the local tools; only tests set it (to
-// hold a call in flight across a shutdown).
-var serveTestTools []*kernel.Tool
 
 type serveFlags struct {
 	listen     string
@@ -31,11 +21,6 @@ type serveFlags struct {
 	allowHosts []string
 	drain      time.Duration
 }
-
-// answerGrace is how long, once the drain deadline passed and the kernel cancelled the
-// calls still running, their answers may take to reach their clients before the
-// connections are closed.
-const answerGrace = 5 * time.Second
 
 // DefaultListen is where `toolgate serve` listens unless told otherwise.
 const DefaultListen = "127.0.0.1:7077"
@@ -71,30 +56,15 @@ signal cancels them at once.`,
 	return cmd
 }
 
-// isLoopbackListen reports whether a listen address binds only loopback.
-func isLoopbackListen(addr string) (bool, error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false, fmt.Errorf("--listen %q: %w", addr, err)
-	}
-	if host == "localhost" {
-		return true, nil
-	}
-	ip := net.ParseIP(host)
-	if ip == nil {
-		if host == "" {
-			return false, nil // ":7077" binds every interface
-		}
-		return false, fmt.Errorf("--listen %q: host must be an IP address or localhost", addr)
-	}
-	return ip.IsLoopback(), nil
-}
+// serveTestTools are registered in addition to the local tools; only tests set it (to
+// hold a call in flight across a shutdown).
+var serveTestTools []*kernel.Tool
 
 func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	loopback, err := isLoopbackListen(f.listen)
+	host, _, err := listenaddr.ParseBind(f.listen)
 	if err != nil {
-		return err
+		return err // before anything is opened
 	}
 	dataDir, err := env.DataDir()
 	if err != nil {
@@ -110,65 +80,23 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if err != nil {
 		return err
 	}
-	defer a.Close()
-	owner, created, err := a.OwnerToken()
+	defer a.Close() // last: the store closes after every outcome is written
+	d, err := daemon.Start(a, daemon.Options{Listen: f.listen, AllowedHosts: f.allowHosts, Logger: log})
 	if err != nil {
 		return err
 	}
-	auth := a.Authenticate(owner)
-
-	mcpH := mcpserver.NewHandler(mcpserver.HandlerOptions{
-		Path:         "/mcp",
-		Authenticate: auth,
-		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
-			return a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "http"})
-		},
-		ServerInfo:   mcpserver.Implementation{Name: "toolgate", Version: version.String()},
-		Instructions: app.Instructions,
-		AllowedHosts: f.allowHosts,
-		Logger:       log,
-	})
-	defer mcpH.Close()
-	apiH, err := httpapi.New(httpapi.Options{
-		Authenticate: auth,
-		OpenTurn: func(ctx context.Context, principal string) (httpapi.Turn, error) {
-			return a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "api"})
-		},
-		Logger: log,
-	})
-	if err != nil {
-		return err
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/mcp", mcpH)
-	mux.Handle("/v1/", apiH)
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Header().Set("Cache-Control", "no-store")
-		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
-	})
-	srv := &http.Server{
-		Handler:           mcpserver.Guard(mux, f.allowHosts),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ln, err := net.Listen("tcp", f.listen)
-	if err != nil {
-		return fmt.Errorf("listening on %s: %w", f.listen, err)
-	}
-	base := "http://" + ln.Addr().String()
-	tokenPath := filepath.Join(dataDir, app.OwnerTokenFile)
+	base := d.URL()
+	tokenPath := a.OwnerTokenPath()
 	w := env.Err
 	fmt.Fprintf(w, "toolgate: data directory %s\n", dataDir)
-	if st := a.Store(); st.Dialect() == "postgres" {
-		fmt.Fprintf(w, "toolgate: database %s\n", st.Path()) // password redacted
+	if db := a.Database(); db != "" {
+		fmt.Fprintf(w, "toolgate: database %s\n", db) // password redacted
 	}
-	if created {
+	if d.CreatedOwnerToken() {
 		fmt.Fprintf(w, "toolgate: created the owner token %s (mode 0600)\n", tokenPath)
 	}
-	if !loopback {
-		fmt.Fprintf(w, "toolgate: warning: listening beyond loopback; every request must carry a bearer token\n")
+	if !d.Loopback() {
+		warnBeyondLoopback(w, "the daemon", "a bearer token", host, d.Addr())
 	}
 	fmt.Fprintf(w, "toolgate: MCP endpoint %s/mcp; connect with:\n", base)
 	fmt.Fprintf(w, "  curl -s %s/v1/tools -H \"Authorization: Bearer $(cat %s)\"\n", base, tokenPath)
@@ -176,33 +104,14 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	// Last, so that a supervisor waiting for this line has seen everything above.
 	fmt.Fprintf(w, "toolgate: listening on %s\n", base)
 
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(ln) }()
-	select {
-	case err := <-errc:
-		return fmt.Errorf("serving: %w", err)
-	case <-ctx.Done():
+	if err := d.Wait(ctx); err != nil {
+		_, _ = d.Shutdown(env.Hurry(), 0)
+		return err
 	}
 	fmt.Fprintf(w, "toolgate: shutting down; draining in-flight calls (up to %s; a second signal cancels them now)\n", f.drain)
-	// The listener closes at once and idle connections go; requests in flight keep
-	// theirs until they finish, the drain deadline passes or a second signal comes.
-	// Then the kernel cancels the calls still running and writes each one's outcome
-	// (cancelled_by_shutdown), their answers are still sent, and only then do the
-	// sessions and connections close. The store closes last (a.Close, deferred).
-	dctx, cancel := context.WithTimeout(env.Hurry(), f.drain)
-	defer cancel()
-	err = srv.Shutdown(dctx)
-	cancelled := a.Shutdown()
-	mcpH.Close() // ends the sessions, and with them their open event streams
+	cancelled, err := d.Shutdown(env.Hurry(), f.drain)
 	if err != nil {
-		gctx, gcancel := context.WithTimeout(context.Background(), answerGrace)
-		defer gcancel()
-		if err := srv.Shutdown(gctx); err != nil {
-			srv.Close()
-		}
-	}
-	if serr := <-errc; serr != nil && !errors.Is(serr, http.ErrServerClosed) {
-		return fmt.Errorf("serving: %w", serr)
+		return err
 	}
 	if cancelled > 0 {
 		fmt.Fprintf(w, "toolgate: stopped; %d call(s) still running were cancelled and recorded as cancelled_by_shutdown\n", cancelled)

@@ -63,7 +63,7 @@ func (w *waitWriter) String() string { w.mu.Lock(); defer w.mu.Unlock(); return 
 // and answer, then serve returns cleanly.
 func TestServeDrainsInFlightCalls(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
-	serveTestTools = []*kernel.Tool{{
+	testTools = []*kernel.Tool{{
 		ID: "local.hold", InputSchema: json.RawMessage(`{"type":"object"}`),
 		Run: func(ctx context.Context, _ *kernel.Call) (*kernel.Output, error) {
 			close(started)
@@ -71,7 +71,7 @@ func TestServeDrainsInFlightCalls(t *testing.T) {
 			return &kernel.Output{Text: "finished after shutdown began"}, nil
 		},
 	}}
-	defer func() { serveTestTools = nil }()
+	defer func() { testTools = nil }()
 
 	data := filepath.Join(t.TempDir(), "data")
 	errw := newWaitWriter()
@@ -121,22 +121,5 @@ func TestServeDrainsInFlightCalls(t *testing.T) {
 	}
 	if _, err := http.Get(url + "/healthz"); err == nil {
 		t.Errorf("still accepting after shutdown")
-	}
-}
-
-func TestIsLoopbackListen(t *testing.T) {
-	for addr, want := range map[string]bool{
-		"127.0.0.1:7077": true, "[::1]:0": true, "localhost:1": true, "127.9.9.9:1": true,
-		"0.0.0.0:7077": false, ":7077": false, "[::]:1": false, "10.0.0.1:80": false,
-	} {
-		got, err := isLoopbackListen(addr)
-		if err != nil || got != want {
-			t.Errorf("isLoopbackListen(%q) = %v, %v; want %v", addr, got, err, want)
-		}
-	}
-	for _, bad := range []string{"nonsense", "example.com:80", "127.0.0.1"} {
-		if _, err := isLoopbackListen(bad); err == nil {
-			t.Errorf("isLoopbackListen(%q) accepted", bad)
-		}
 	}
 }

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/exectoken"
 )
 
 func init() { register(41, newTokenCmd) }
@@ -54,24 +51,12 @@ session id is chosen.`,
 			if ttl > app.MaxTokenTTL {
 				return fmt.Errorf("token mint: --ttl %s is longer than the %s limit", ttl, app.MaxTokenTTL)
 			}
-			if session == "" {
-				var b [12]byte
-				if _, err := rand.Read(b[:]); err != nil {
-					return fmt.Errorf("token mint: %w", err)
-				}
-				session = "s_" + hex.EncodeToString(b[:])
-			}
-			s, err := openCLIStore(cmd.Context(), env)
+			m, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			key, err := s.Key(cmd.Context(), exectoken.StoreKeyName)
-			if err != nil {
-				return err
-			}
-			now := time.Now()
-			tok, err := exectoken.Mint(key, exectoken.Claims{Principal: principal, Session: session, IssuedAt: now, Expires: now.Add(ttl)})
+			defer m.Close()
+			tok, err := m.MintToken(cmd.Context(), principal, session, ttl)
 			if err != nil {
 				return err
 			}
@@ -100,24 +85,20 @@ non-zero for a forged, expired or malformed token.`,
 				if env.In == nil {
 					return errors.New("token verify: no stdin to read the token from")
 				}
-				b, err := io.ReadAll(io.LimitReader(env.In, exectoken.MaxLen+2))
+				b, err := io.ReadAll(io.LimitReader(env.In, app.MaxTokenBytes+2))
 				if err != nil {
 					return fmt.Errorf("token verify: reading stdin: %w", err)
 				}
 				tok = strings.TrimSpace(string(b))
 			}
-			s, err := openCLIStore(cmd.Context(), env)
+			m, err := openAdmin(cmd.Context(), env)
 			if err != nil {
 				return err
 			}
-			defer s.Close()
-			key, err := s.Key(cmd.Context(), exectoken.StoreKeyName)
+			defer m.Close()
+			c, err := m.VerifyToken(cmd.Context(), tok)
 			if err != nil {
-				return err
-			}
-			c, err := exectoken.Verify(key, tok, time.Now())
-			if err != nil {
-				if errors.Is(err, exectoken.ErrInvalid) {
+				if errors.Is(err, app.ErrInvalidToken) {
 					return &ExitError{Code: 1, Err: err}
 				}
 				return err

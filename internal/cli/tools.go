@@ -9,6 +9,10 @@ import (
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
+// testTools are registered in addition to toolgate's own tools by every command that
+// builds them here; only tests set it (to hold a call in flight across a shutdown).
+var testTools []*kernel.Tool
+
 // ownTools builds the tools toolgate itself provides to a daemon or a bridge: the control
 // plane (server.*) always, and the local tools confined to dir when dir is set. Every
 // surface that opens an app goes through here, so a bridge, a run and a daemon over the
@@ -31,5 +35,5 @@ func ownTools(env *Env, dir, dataDir, command string) ([]*kernel.Tool, func(), e
 		closeWS()
 		return nil, nil, err
 	}
-	return tools, closeWS, nil
+	return append(tools, testTools...), closeWS, nil
 }

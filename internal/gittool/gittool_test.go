@@ -107,9 +107,9 @@ func (k *kit) mustCall(t testing.TB, name string, args map[string]any) string {
 	return out.Text
 }
 
+// codeOf is the reason code the kernel reports for a tool's error.
 func codeOf(err error) kernel.Code {
-	var ke *kernel.Error
-	if errors.As(err, &ke) {
+	if ke, ok := kernel.AsError(err); ok {
 		return ke.Code
 	}
 	return ""

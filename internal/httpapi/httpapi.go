@@ -6,7 +6,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,13 +15,15 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/httpwire"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
-// Turn is what the API needs from a kernel turn.
+// Turn is what the API needs from a kernel turn (*kernel.Turn, through the app).
 type Turn interface {
-	mcpserver.Turn
+	ListTools(ctx context.Context) (*mcpspec.ToolList, error)
+	CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error)
 	Close() error
 }
 
@@ -69,36 +70,25 @@ func New(opts Options) (http.Handler, error) {
 
 type api struct{ opts Options }
 
-// Error bodies. Every non-200 answer is one of these, {"error": code[, "message"]}.
-const (
-	errUnauthorized = "unauthorized"
-	errInvalid      = "invalid_request"
-	errTooLarge     = "request_too_large"
-	errUnavailable  = "catalog_unavailable"
-	errInternal     = "internal_error"
-)
+// Every answer is "Cache-Control: no-store": a catalogue and a result are the caller's
+// alone. Every non-200 answer is a row of the one refusal table (internal/httpwire),
+// {"error": code[, "message"]}.
 
-func writeError(w http.ResponseWriter, status int, code, msg string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	if status == http.StatusUnauthorized {
-		h.Set("WWW-Authenticate", `Bearer realm="toolgate"`)
-	}
-	body := map[string]string{"error": code}
-	if msg != "" {
-		body["message"] = msg
-	}
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(body)
+func writeError(w http.ResponseWriter, r httpwire.Refusal, msg string) {
+	w.Header().Set("Cache-Control", "no-store")
+	httpwire.Write(w, r, msg)
 }
 
 func writeJSON(w http.ResponseWriter, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, errInternal, "")
+		writeError(w, httpwire.Internal, "")
 		return
 	}
+	writeBody(w, b)
+}
+
+func writeBody(w http.ResponseWriter, b []byte) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
@@ -106,26 +96,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 	_, _ = w.Write(b)
 }
 
-// bearer extracts an "Authorization: Bearer <token>" value.
-func bearer(r *http.Request) (string, bool) {
-	vals := r.Header.Values("Authorization")
-	if len(vals) != 1 {
-		return "", false
-	}
-	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
-}
-
-// authenticate answers 401 unless the bearer token names a principal.
+// authenticate answers 401 unless the bearer token (httpwire.Bearer) names a
+// principal.
 func (a *api) authenticate(w http.ResponseWriter, r *http.Request) (string, bool) {
-	tok, present := bearer(r)
-	principal, ok := a.opts.Authenticate(tok, present)
-	if !ok {
-		writeError(w, http.StatusUnauthorized, errUnauthorized, "")
+	tok, present, ok := httpwire.Bearer(r)
+	principal, known := "", false
+	if ok {
+		principal, known = a.opts.Authenticate(tok, present)
+	}
+	if !known {
+		writeError(w, httpwire.Unauthorized, "")
 		return "", false
 	}
 	return principal, true
@@ -136,16 +116,10 @@ func (a *api) open(w http.ResponseWriter, r *http.Request, principal string) (Tu
 	t, err := a.opts.OpenTurn(r.Context(), principal)
 	if err != nil {
 		a.opts.Logger.Error("httpapi: opening a turn", "principal", principal, "err", err)
-		writeError(w, http.StatusServiceUnavailable, errUnavailable, "the catalogue could not be resolved; see the server log")
+		writeError(w, httpwire.CatalogUnavailable, "the catalogue could not be resolved; see the server log")
 		return nil, false
 	}
 	return t, true
-}
-
-// ToolList is the body of GET /v1/tools: the same object tools/list returns.
-type ToolList struct {
-	Tools []json.RawMessage `json:"tools"`
-	Meta  map[string]string `json:"_meta"`
 }
 
 func (a *api) list(w http.ResponseWriter, r *http.Request) {
@@ -161,16 +135,17 @@ func (a *api) list(w http.ResponseWriter, r *http.Request) {
 	l, err := t.ListTools(r.Context())
 	if err != nil {
 		a.opts.Logger.Error("httpapi: listing tools", "err", err)
-		writeError(w, http.StatusInternalServerError, errInternal, "")
+		writeError(w, httpwire.Internal, "")
 		return
 	}
 	tools := l.Tools
 	if tools == nil {
 		tools = []json.RawMessage{}
 	}
-	writeJSON(w, ToolList{Tools: tools, Meta: map[string]string{
-		mcpserver.MetaCatalogHash: l.CatalogHash,
-		mcpserver.MetaExecutionID: l.ExecutionID,
+	// The body of GET /v1/tools: the same object tools/list returns.
+	writeJSON(w, mcpspec.ListToolsResult{Tools: tools, Meta: map[string]any{
+		mcpspec.MetaCatalogHash: l.CatalogHash,
+		mcpspec.MetaExecutionID: l.ExecutionID,
 	}})
 }
 
@@ -185,13 +160,9 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	req, msg, status := a.decodeInvoke(w, r)
+	req, ref, msg := a.decodeInvoke(w, r)
 	if req == nil {
-		code := errInvalid
-		if status == http.StatusRequestEntityTooLarge {
-			code = errTooLarge
-		}
-		writeError(w, status, code, msg)
+		writeError(w, ref, msg)
 		return
 	}
 	t, ok := a.open(w, r, principal)
@@ -199,10 +170,15 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer t.Close()
-	res, err := t.CallTool(r.Context(), &mcpserver.CallRequest{Name: req.Name, Arguments: req.Arguments, Peer: noPeer{}})
+	res, err := t.CallTool(r.Context(), &mcpspec.CallRequest{Name: req.Name, Arguments: req.Arguments, Peer: mcpspec.NoPeer{}})
 	if err != nil {
 		a.opts.Logger.Error("httpapi: calling a tool", "err", err)
-		writeError(w, http.StatusInternalServerError, errInternal, "")
+		writeError(w, httpwire.Internal, "")
+		return
+	}
+	if res.Raw != nil {
+		// Another server's result, passed through as it wrote it.
+		writeBody(w, res.Raw)
 		return
 	}
 	if res.Content == nil {
@@ -213,70 +189,46 @@ func (a *api) invoke(w http.ResponseWriter, r *http.Request) {
 
 // decodeInvoke reads the body with the same strict decoder MCP messages go through
 // (duplicate and case-variant members refused at every depth, size and depth limits),
-// so an invoke cannot mean something a tools/call would not.
-func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeRequest, string, int) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, a.opts.MaxBodyBytes))
+// once, so an invoke cannot mean something a tools/call would not.
+func (a *api) decodeInvoke(w http.ResponseWriter, r *http.Request) (*InvokeRequest, httpwire.Refusal, string) {
+	body, err := httpwire.ReadBody(w, r, a.opts.MaxBodyBytes)
 	if err != nil {
-		var mbe *http.MaxBytesError
-		if errors.As(err, &mbe) {
-			return nil, fmt.Sprintf("body is larger than %d bytes", a.opts.MaxBodyBytes), http.StatusRequestEntityTooLarge
+		if httpwire.IsTooLarge(err) {
+			return nil, httpwire.TooLarge, fmt.Sprintf("body is larger than %d bytes", a.opts.MaxBodyBytes)
 		}
-		return nil, "could not read the body", http.StatusBadRequest
+		return nil, httpwire.InvalidRequest, "could not read the body"
 	}
-	trimmed := bytes.TrimSpace(body)
-	if !json.Valid(trimmed) || len(trimmed) == 0 || trimmed[0] != '{' {
-		return nil, "body must be one JSON object {\"name\", \"arguments\"}", http.StatusBadRequest
+	// One strict read, no tree: the body is a tools/call's params, which sit one level
+	// inside a message, so it may nest one level less than a message.
+	canon, err := rpcwire.Limits{MaxBytes: int(a.opts.MaxBodyBytes), MaxDepth: rpcwire.MaxDepth - 1}.Canonical(body)
+	if err != nil {
+		return nil, httpwire.InvalidRequest, strings.TrimPrefix(err.Error(), "decoding JSON: ")
 	}
-	// json.Valid guarantees trimmed is exactly one value, so it cannot reshape the
-	// envelope it is placed in.
-	env := make([]byte, 0, len(trimmed)+64)
-	env = append(env, `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":`...)
-	env = append(env, trimmed...)
-	env = append(env, '}')
-	dec, jerr := rpcwire.Limits{MaxBytes: int(a.opts.MaxBodyBytes) + 64}.Decode(env)
-	if jerr != nil {
-		return nil, jerr.Message, http.StatusBadRequest
-	}
-	if len(dec.Items) != 1 || dec.Items[0].Msg == nil {
-		msg := "invalid body"
-		if len(dec.Items) == 1 && dec.Items[0].Err != nil {
-			msg = dec.Items[0].Err.Message
-		}
-		return nil, msg, http.StatusBadRequest
+	if canon[0] != '{' {
+		return nil, httpwire.InvalidRequest, "body must be one JSON object {\"name\", \"arguments\"}"
 	}
 	// Members are matched by their exact names, never encoding/json's case-insensitive
 	// field matching: {"NAME": …} is an unknown member here exactly as tools/call
-	// ignores it, so a filter reading "name" and this API never disagree.
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(dec.Items[0].Msg.Params, &members); err != nil {
-		return nil, "body must be one JSON object {\"name\", \"arguments\"}", http.StatusBadRequest
-	}
+	// ignores it, so a filter reading "name" and this API never disagree. The
+	// arguments are a slice of the canonical encoding, which the kernel reads once.
 	var req InvokeRequest
-	for k, v := range members {
+	for k, v := range rpcwire.Members(canon) {
 		switch k {
 		case "name":
 			if err := json.Unmarshal(v, &req.Name); err != nil {
-				return nil, "name must be a string", http.StatusBadRequest
+				return nil, httpwire.InvalidRequest, "name must be a string"
 			}
 		case "arguments":
 			req.Arguments = v
 		default:
-			return nil, fmt.Sprintf("unknown member %q: the body is {\"name\": string, \"arguments\": object}", k), http.StatusBadRequest
+			return nil, httpwire.InvalidRequest, fmt.Sprintf("unknown member %q: the body is {\"name\": string, \"arguments\": object}", k)
 		}
 	}
 	if req.Name == "" {
-		return nil, "name is required", http.StatusBadRequest
+		return nil, httpwire.InvalidRequest, "name is required"
 	}
-	if a := bytes.TrimSpace(req.Arguments); len(a) > 0 && a[0] != '{' && string(a) != "null" {
-		return nil, "arguments must be a JSON object", http.StatusBadRequest
+	if a := req.Arguments; len(a) > 0 && a[0] != '{' && string(a) != "null" {
+		return nil, httpwire.InvalidRequest, "arguments must be a JSON object"
 	}
-	return &req, "", 0
-}
-
-// noPeer is the API's Peer: an HTTP API caller cannot be asked anything mid-call.
-type noPeer struct{}
-
-func (noPeer) ClientCapabilities() json.RawMessage { return nil }
-func (noPeer) Request(context.Context, string, any) (json.RawMessage, error) {
-	return nil, mcpserver.ErrPeerUnsupported
+	return &req, httpwire.Refusal{}, ""
 }

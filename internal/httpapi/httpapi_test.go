@@ -12,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -112,7 +112,7 @@ func TestAuthentication(t *testing.T) {
 		{"GET", "/v1/tools", "tok-alice", []string{"Authorization", "Bearer tok-bob"}}, // two headers
 	} {
 		status, h, body := e.do(t, c.method, c.path, c.token, `{"name":"files.read","arguments":{"path":"docs/a"}}`, c.hdr...)
-		if status != 401 || body != "{\"error\":\"unauthorized\"}\n" || h.Get("WWW-Authenticate") != `Bearer realm="toolgate"` {
+		if status != 401 || body != `{"error":"unauthorized"}` || h.Get("WWW-Authenticate") != `Bearer realm="toolgate"` {
 			t.Errorf("%s %s token %q: %d %q %v", c.method, c.path, c.token, status, body, h)
 		}
 	}
@@ -127,7 +127,7 @@ func TestListIsTheTurnCatalogue(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	var got httpapi.ToolList
+	var got mcpspec.ListToolsResult
 	if err := json.Unmarshal([]byte(body), &got); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestListIsTheTurnCatalogue(t *testing.T) {
 	if len(got.Tools) != 1 || string(got.Tools[0]) != string(want.Tools[0]) {
 		t.Errorf("tools %s, want %s", got.Tools, want.Tools)
 	}
-	if got.Meta[mcpserver.MetaCatalogHash] != want.CatalogHash || got.Meta[mcpserver.MetaExecutionID] == "" {
+	if got.Meta[mcpspec.MetaCatalogHash] != want.CatalogHash || got.Meta[mcpspec.MetaExecutionID] == "" {
 		t.Errorf("_meta %v, want hash %s", got.Meta, want.CatalogHash)
 	}
 	// bob has no grant: an empty list, not an error.
@@ -152,7 +152,7 @@ func TestInvokeIsTheToolCall(t *testing.T) {
 	if status != 200 {
 		t.Fatalf("%d %s", status, body)
 	}
-	var res mcpserver.CallResult
+	var res mcpspec.CallResult
 	if err := json.Unmarshal([]byte(body), &res); err != nil {
 		t.Fatal(err)
 	}
@@ -172,7 +172,7 @@ func TestInvokeIsTheToolCall(t *testing.T) {
 		{"tok-alice", `{"name":"files.read"}`, "invalid_arguments"},
 	} {
 		status, _, body := e.do(t, "POST", "/v1/tools/invoke", c.token, c.body)
-		var r mcpserver.CallResult
+		var r mcpspec.CallResult
 		json.Unmarshal([]byte(body), &r)
 		if status != 200 || !r.IsError || r.Meta["toolgate/code"] != c.code {
 			t.Errorf("%s: %d %s, want a %s result", c.body, status, body, c.code)
@@ -240,5 +240,40 @@ func TestMethodsAndFailures(t *testing.T) {
 	}
 	if _, err := httpapi.New(httpapi.Options{}); err == nil {
 		t.Errorf("New without Authenticate succeeded")
+	}
+}
+
+// A result another server wrote (passed through by a forwarding tool) is the invoke's
+// body as it was written.
+func TestInvokePassesARawResultThrough(t *testing.T) {
+	raw := `{"content":[{"type":"text","text":"<hi>","z":1.50}],"isError":false,"x-upstream":{"b":1,"a":2}}`
+	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Register(&kernel.Tool{ID: "up.echo", InputSchema: json.RawMessage(`{"type":"object"}`),
+		Run: func(context.Context, *kernel.Call) (*kernel.Output, error) {
+			return &kernel.Output{Result: json.RawMessage(raw)}, nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "alice", Tool: "up.*", Action: "*", Effect: policy.Allow}}); err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Options{
+		Authenticate: func(tok string, present bool) (string, bool) { return "alice", tok == "tok-alice" },
+		OpenTurn: func(ctx context.Context, p string) (httpapi.Turn, error) {
+			return k.OpenTurn(ctx, kernel.TurnOptions{Principal: p, Transport: "api"})
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	e := &env{srv: srv}
+	status, hdr, body := e.do(t, "POST", "/v1/tools/invoke", "tok-alice", `{"name":"up.echo"}`)
+	if status != 200 || body != raw || hdr.Get("Content-Type") != "application/json" || hdr.Get("Cache-Control") != "no-store" {
+		t.Errorf("%d %v\n got %s\nwant %s", status, hdr, body, raw)
 	}
 }

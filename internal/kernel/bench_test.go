@@ -9,7 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -19,7 +19,7 @@ import (
 // that does nothing.
 func BenchmarkCallAuthorized(b *testing.B) {
 	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
-		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -34,7 +34,7 @@ func BenchmarkCallAuthorized(b *testing.B) {
 	gs = append(gs, policy.Grant{Principal: "p", Tool: "files.*", Action: "read", Resource: "path:docs/"})
 	f.grants(b, gs...)
 	tr := f.turn(b, "p")
-	req := &mcpserver.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
+	req := &mcpspec.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
@@ -111,7 +111,7 @@ func BenchmarkListTools512(b *testing.B) {
 			b.Fatal(err)
 		}
 		body, err := json.Marshal(map[string]any{"tools": l.Tools, "_meta": map[string]string{
-			mcpserver.MetaCatalogHash: l.CatalogHash, mcpserver.MetaExecutionID: l.ExecutionID}})
+			mcpspec.MetaCatalogHash: l.CatalogHash, mcpspec.MetaExecutionID: l.ExecutionID}})
 		if err != nil || len(body) == 0 {
 			b.Fatal(err)
 		}
@@ -122,7 +122,7 @@ func BenchmarkListTools512(b *testing.B) {
 // capabilities, the one allowing the call last: the cost capabilities add per call.
 func BenchmarkCallAuthorizedNarrowed(b *testing.B) {
 	k, err := kernel.New(kernel.Options{Audit: discardAudit{}, Escalations: &kerneltest.Escalations{},
-		HashArgs: func(a map[string]any) map[string]string { return map[string]string{"msg": "h", "path": "h"} }})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func BenchmarkCallAuthorizedNarrowed(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	req := &mcpserver.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
+	req := &mcpspec.CallRequest{Name: "files.read", Arguments: json.RawMessage(`{"msg":"hello","path":"docs/guide/intro.md"}`)}
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {

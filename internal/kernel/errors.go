@@ -1,6 +1,11 @@
 package kernel
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/toolgate/toolgate/internal/workspace"
+)
 
 // Status separates a permission decision from an outage in a refusal result.
 type Status string
@@ -67,3 +72,28 @@ func Failed(code Code, format string, args ...any) *Error {
 
 // WithRetryable sets the retryable flag carried in the result body.
 func (e *Error) WithRetryable(r bool) *Error { e.Retryable = &r; return e }
+
+// AsError returns the refusal an error from a tool stands for: the tool's own *Error
+// (however wrapped), or an error of a package tools build on mapped to its reason
+// code. This is the one place such errors become codes; the packages themselves
+// return their own types and know nothing of reason codes:
+//
+//   - *workspace.OutsideError (a path outside the workspace, or leading out of it)
+//     is denied, path_outside_workspace;
+//   - workspace.ErrTooManyLinks (a link cycle) is failed, tool_failed.
+//
+// ok is false for any other error; the kernel then reports it with the code of the
+// step it came from (invalid_arguments from Access, tool_failed or timeout from Run).
+func AsError(err error) (ke *Error, ok bool) {
+	if errors.As(err, &ke) {
+		return ke, true
+	}
+	var oe *workspace.OutsideError
+	if errors.As(err, &oe) {
+		return Denied(CodePathOutsideWorkspace, "%s", oe.Error()), true
+	}
+	if errors.Is(err, workspace.ErrTooManyLinks) {
+		return Failed(CodeToolFailed, "%s", clip(err.Error(), 2000)), true
+	}
+	return nil, false
+}

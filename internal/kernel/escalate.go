@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // escalateTool is toolgate.escalate: a turn asks a person to decide. It is registered
@@ -35,7 +35,7 @@ func escalateTool() *Tool {
 
 // escalate records the escalation (audit first: no record, no escalation), ends the
 // turn with the escalated outcome and answers succeeded.
-func (c *callState) escalate(ctx context.Context, args map[string]any) (*mcpserver.CallResult, error) {
+func (c *callState) escalate(ctx context.Context, args map[string]any) (*mcpspec.CallResult, error) {
 	t := c.t
 	if !t.escalated.CompareAndSwap(false, true) {
 		return c.refuse(ctx, Denied(CodeEscalationPending, "this turn already escalated to a person").WithRetryable(false))

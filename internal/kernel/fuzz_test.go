@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
 // FuzzCallTool: whatever name and arguments arrive, the kernel answers a result (never
-// an error or a panic); a refusal carries exactly the seed's status/code _meta; and an
+// an error or a panic); a refusal carries exactly the status/code _meta of
+// docs/reason-codes.md; and an
 // allowed call is audited before it is answered.
 func FuzzCallTool(f *testing.F) {
 	for _, s := range [][2]string{
@@ -32,7 +33,7 @@ func FuzzCallTool(f *testing.F) {
 	tr := fx.turn(f, "p")
 	f.Fuzz(func(t *testing.T, name, args string) {
 		before := fx.aud.Len()
-		r, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: name, Arguments: json.RawMessage(args)})
+		r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: name, Arguments: json.RawMessage(args)})
 		if err != nil {
 			t.Fatalf("CallTool error: %v", err)
 		}
@@ -94,7 +95,7 @@ func FuzzCapabilitiesNeverWiden(f *testing.F) {
 				t.Fatalf("capabilities %q published %s, which the grants do not", caps, n)
 			}
 		}
-		req := &mcpserver.CallRequest{Name: name, Arguments: json.RawMessage(args)}
+		req := &mcpspec.CallRequest{Name: name, Arguments: json.RawMessage(args)}
 		r, err := narrow.CallTool(context.Background(), req)
 		if err != nil {
 			t.Fatalf("CallTool: %v", err)

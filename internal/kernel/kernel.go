@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -9,13 +10,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"sort"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -42,9 +43,11 @@ type Options struct {
 	Audit AuditLog
 	// Escalations records toolgate.escalate calls. Required.
 	Escalations EscalationLog
-	// HashArgs turns argument values into keyed hashes for the audit event (values that
-	// may be secret are never stored in clear). Nil records no arguments.
-	HashArgs func(args map[string]any) map[string]string
+	// HashArg turns one argument's value, in its canonical encoding (the bytes the
+	// strict decoder wrote, internal/rpcwire), into the keyed hash the audit event
+	// records for it (values that may be secret are never stored in clear;
+	// audit.HashValue). Nil records no arguments.
+	HashArg func(canonicalValue []byte) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger receives internal failures that cannot reach a caller; nil discards.
@@ -127,7 +130,7 @@ func (k *Kernel) Register(tools ...*Tool) error {
 		k.tools[e.tool.ID] = e
 		k.ids = append(k.ids, e.tool.ID)
 	}
-	sort.Strings(k.ids)
+	slices.Sort(k.ids)
 	k.gen++
 	return nil
 }
@@ -220,7 +223,7 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		byName:    c.byName,
 		ns:        *nsp,
 	}
-	t.list = &mcpserver.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
+	t.list = &mcpspec.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
 	return t, nil
 }
 
@@ -323,8 +326,8 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 // as a JSON array: the same tool set gives the same hash whatever the order, execution
 // id, transport or harness alias.
 func catalogHash(canon [][]byte) string {
-	sorted := append([][]byte(nil), canon...)
-	sort.Slice(sorted, func(i, j int) bool { return string(sorted[i]) < string(sorted[j]) })
+	sorted := slices.Clone(canon)
+	slices.SortFunc(sorted, bytes.Compare)
 	h := sha256.New()
 	h.Write([]byte{'['})
 	for i, c := range sorted {

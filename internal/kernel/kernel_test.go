@@ -14,7 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -28,13 +28,7 @@ func newFixture(t testing.TB, tools ...*kernel.Tool) *fixture {
 	t.Helper()
 	f := &fixture{aud: &kerneltest.Audit{}, esc: &kerneltest.Escalations{}}
 	k, err := kernel.New(kernel.Options{Audit: f.aud, Escalations: f.esc,
-		HashArgs: func(a map[string]any) map[string]string {
-			out := map[string]string{}
-			for k := range a {
-				out[k] = "h"
-			}
-			return out
-		}})
+		HashArg: func([]byte) string { return "h" }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,13 +105,13 @@ func names(t testing.TB, tr *kernel.Turn) []string {
 	return out
 }
 
-func call(t testing.TB, tr *kernel.Turn, name string, args string) *mcpserver.CallResult {
+func call(t testing.TB, tr *kernel.Turn, name string, args string) *mcpspec.CallResult {
 	t.Helper()
 	var raw json.RawMessage
 	if args != "" {
 		raw = json.RawMessage(args)
 	}
-	r, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: name, Arguments: raw})
+	r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: name, Arguments: raw})
 	if err != nil {
 		t.Fatalf("CallTool(%s): %v", name, err)
 	}
@@ -131,8 +125,9 @@ type body struct {
 	Retryable *bool  `json:"retryable"`
 }
 
-// refusal checks the exact seed shape of a refusal result and returns its body.
-func refusal(t testing.TB, r *mcpserver.CallResult, status kernel.Status, code kernel.Code) body {
+// refusal checks the exact shape of a refusal result (docs/reason-codes.md) and returns
+// its body.
+func refusal(t testing.TB, r *mcpspec.CallResult, status kernel.Status, code kernel.Code) body {
 	t.Helper()
 	if !r.IsError {
 		t.Fatalf("result is not an error: %s", mustJSON(r))
@@ -396,16 +391,16 @@ func TestInputRequiredRoundTrip(t *testing.T) {
 	f.grants(t, policy.Grant{Principal: "p", Tool: "local.*"})
 	tr := f.turn(t, "p")
 	ctx := context.Background()
-	r, err := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.ask", ProtocolVersion: kernel.ModernVersion})
+	r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.ask", ProtocolVersion: mcpspec.ModernVersion})
 	if err != nil || r.ResultType != "input_required" || string(r.RequestState) != `"s1"` || r.IsError {
 		t.Fatalf("first round: %+v %v", r, err)
 	}
-	r, err = tr.CallTool(ctx, &mcpserver.CallRequest{Name: "local.ask", ProtocolVersion: kernel.ModernVersion,
+	r, err = tr.CallTool(ctx, &mcpspec.CallRequest{Name: "local.ask", ProtocolVersion: mcpspec.ModernVersion,
 		InputResponses: json.RawMessage(`{"answer":"yes"}`), RequestState: json.RawMessage(`"s1"`)})
 	if err != nil || r.ResultType != "" || r.IsError || !strings.Contains(string(r.Content[0]), "yes") {
 		t.Fatalf("second round: %s %v", mustJSON(r), err)
 	}
-	if len(seen) != 2 || string(seen[1].RequestState) != `"s1"` || seen[1].ProtocolVersion != kernel.ModernVersion {
+	if len(seen) != 2 || string(seen[1].RequestState) != `"s1"` || seen[1].ProtocolVersion != mcpspec.ModernVersion {
 		t.Errorf("calls seen by the tool: %+v", seen)
 	}
 	evs := f.aud.Events()
@@ -774,7 +769,7 @@ func TestConcurrentCallsNeverCrossPrincipals(t *testing.T) {
 			if i%3 == 0 {
 				tool = "admin.only"
 			}
-			r, err := turns[p].CallTool(context.Background(), &mcpserver.CallRequest{Name: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"msg":"%d"}`, i))})
+			r, err := turns[p].CallTool(context.Background(), &mcpspec.CallRequest{Name: tool, Arguments: json.RawMessage(fmt.Sprintf(`{"msg":"%d"}`, i))})
 			if err != nil {
 				errs <- err.Error()
 				return

@@ -9,10 +9,11 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
-// MaxCatalog is the most tools one turn's catalogue may hold (seed 000). Opening a turn
+// MaxCatalog is the most tools one turn's catalogue may hold (docs/kernel.md). Opening a turn
 // whose effective catalogue is larger fails with ErrCatalogTooLarge; nothing is cut.
 const MaxCatalog = 512
 
@@ -141,33 +142,28 @@ func canonicalJSON(b []byte) ([]byte, error) {
 }
 
 // publishedRest is a published MCP Tool object without its name, in the field order
-// seed 000 shows. Nothing else of the kernel's (grants, handler, access rules) is here.
+// tools/list has always served (docs/http-contract.md, "Methods"). Nothing else of the
+// kernel's (grants, handler, access rules) is here.
 type publishedRest struct {
-	Description  string               `json:"description,omitempty"`
-	InputSchema  json.RawMessage      `json:"inputSchema"`
-	OutputSchema json.RawMessage      `json:"outputSchema,omitempty"`
-	Annotations  publishedAnnotations `json:"annotations"`
-	Meta         publishedMeta        `json:"_meta"`
-}
-
-type publishedAnnotations struct {
-	ReadOnlyHint    bool  `json:"readOnlyHint"`
-	DestructiveHint *bool `json:"destructiveHint,omitempty"`
-	IdempotentHint  *bool `json:"idempotentHint,omitempty"`
-	OpenWorldHint   *bool `json:"openWorldHint,omitempty"`
+	Description  string                  `json:"description,omitempty"`
+	InputSchema  json.RawMessage         `json:"inputSchema"`
+	OutputSchema json.RawMessage         `json:"outputSchema,omitempty"`
+	Annotations  mcpspec.ToolAnnotations `json:"annotations"`
+	Meta         publishedMeta           `json:"_meta"`
 }
 
 type publishedMeta struct {
-	Namespace string `json:"toolgate/namespace"`
-	Source    string `json:"toolgate/source"`
+	Namespace string `json:"toolgate/namespace"` // mcpspec.MetaNamespace
+	Source    string `json:"toolgate/source"`    // mcpspec.MetaSource
 }
 
 // publishAnnotations maps the kernel's hints to MCP's. MCP gives destructiveHint and
 // idempotentHint meaning only when readOnlyHint is false, so a read-only tool publishes
-// readOnlyHint alone (as seed 000's example does); others state both explicitly,
+// readOnlyHint alone; others state both explicitly,
 // because an omitted destructiveHint means "destructive" to a client.
-func publishAnnotations(a Annotations) publishedAnnotations {
-	p := publishedAnnotations{ReadOnlyHint: a.ReadOnly, OpenWorldHint: a.OpenWorld}
+func publishAnnotations(a Annotations) mcpspec.ToolAnnotations {
+	ro := a.ReadOnly
+	p := mcpspec.ToolAnnotations{ReadOnlyHint: &ro, OpenWorldHint: a.OpenWorld}
 	if !a.ReadOnly {
 		d, i := a.Destructive, a.Idempotent
 		p.DestructiveHint, p.IdempotentHint = &d, &i

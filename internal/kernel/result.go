@@ -1,12 +1,14 @@
 package kernel
 
 import (
+	"bytes"
 	"encoding/json"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
-// errorBody is the text of a refusal result, exactly as seed 000 shows it.
+// errorBody is the text of a refusal result, exactly as docs/reason-codes.md shows it.
 type errorBody struct {
 	Status    Status `json:"status"`
 	Code      Code   `json:"code"`
@@ -16,12 +18,12 @@ type errorBody struct {
 
 // errorResult renders a refusal or failure as a tool result (never a JSON-RPC error),
 // so a client can tell a permission decision from an outage by _meta.
-func errorResult(ke *Error) *mcpserver.CallResult {
+func errorResult(ke *Error) *mcpspec.CallResult {
 	body, _ := json.Marshal(errorBody{Status: ke.Status, Code: ke.Code, Message: ke.Message, Retryable: ke.Retryable})
-	return &mcpserver.CallResult{
+	return &mcpspec.CallResult{
 		Content: []json.RawMessage{textBlock(string(body))},
 		IsError: true,
-		Meta:    map[string]any{"toolgate/status": string(ke.Status), "toolgate/code": string(ke.Code)},
+		Meta:    map[string]any{mcpspec.MetaStatus: string(ke.Status), mcpspec.MetaCode: string(ke.Code)},
 	}
 }
 
@@ -35,16 +37,19 @@ func textBlock(s string) json.RawMessage {
 
 // buildResult turns a tool's Output into the published result. structuredContent is
 // present only when the tool declares an outputSchema and the output is a JSON object.
-func buildResult(t *Tool, out *Output) *mcpserver.CallResult {
+func buildResult(t *Tool, out *Output) *mcpspec.CallResult {
+	if len(out.Result) > 0 {
+		return &mcpspec.CallResult{Raw: out.Result, IsError: out.IsError, ResultType: out.rawResultType}
+	}
 	if len(out.InputRequests) > 0 || len(out.RequestState) > 0 {
-		return &mcpserver.CallResult{ResultType: "input_required", InputRequests: out.InputRequests,
+		return &mcpspec.CallResult{ResultType: mcpspec.ResultInputRequired, InputRequests: out.InputRequests,
 			RequestState: out.RequestState, Content: []json.RawMessage{}}
 	}
-	r := &mcpserver.CallResult{IsError: out.IsError}
+	r := &mcpspec.CallResult{IsError: out.IsError}
 	if out.IsError {
 		// A failure the tool reported itself is still a failure, not a permission
 		// decision: say so the way refusals do, so clients can tell them apart.
-		r.Meta = map[string]any{"toolgate/status": string(StatusFailed), "toolgate/code": string(CodeToolFailed)}
+		r.Meta = map[string]any{mcpspec.MetaStatus: string(StatusFailed), mcpspec.MetaCode: string(CodeToolFailed)}
 	}
 	var structured json.RawMessage
 	if len(t.OutputSchema) > 0 && out.Structured != nil {
@@ -65,4 +70,25 @@ func buildResult(t *Tool, out *Output) *mcpserver.CallResult {
 		r.Content = []json.RawMessage{}
 	}
 	return r
+}
+
+// readRawResult reads a tool's raw Result once, strictly: it must be a JSON object
+// without duplicate or case-variant members (else the caller and the audit log could
+// read its isError differently). Its isError and resultType are kept; its bytes are
+// passed on as they are.
+func readRawResult(out *Output) error {
+	raw := bytes.TrimSpace(out.Result)
+	canon, err := rpcwire.Limits{MaxBytes: len(raw), MaxDepth: rpcwire.MaxDepth}.Canonical(raw)
+	if err != nil || len(canon) == 0 || canon[0] != '{' {
+		return Failed(CodeToolFailed, "the tool's result is not one JSON object read the same way by everyone")
+	}
+	isErr, _ := rpcwire.Member(canon, "isError")
+	out.IsError = string(isErr) == "true"
+	if rt, ok := rpcwire.Member(canon, "resultType"); ok {
+		if json.Unmarshal(rt, &out.rawResultType) != nil || out.rawResultType == "" {
+			return Failed(CodeToolFailed, "the tool's result has a resultType that is not a name")
+		}
+	}
+	out.Result = raw
+	return nil
 }

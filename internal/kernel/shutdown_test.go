@@ -12,7 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 )
 
@@ -39,7 +39,7 @@ func blockingTool(id string, started chan<- string, release <-chan struct{}, stu
 		}}
 }
 
-func resultCode(r *mcpserver.CallResult) string {
+func resultCode(r *mcpspec.CallResult) string {
 	if r == nil || !r.IsError {
 		return ""
 	}
@@ -93,12 +93,12 @@ func TestShutdown(t *testing.T) {
 
 		type res struct {
 			tool string
-			r    *mcpserver.CallResult
+			r    *mcpspec.CallResult
 		}
 		results := make(chan res, 8)
 		for _, name := range []string{"x.slow", "x.timeout", "x.stubborn", "x.cause"} {
 			go func() {
-				r, err := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: name})
+				r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: name})
 				if err != nil {
 					t.Errorf("%s: %v", name, err)
 				}
@@ -114,7 +114,7 @@ func TestShutdown(t *testing.T) {
 		go func() { done <- f.k.Shutdown() }()
 
 		// The cooperative calls are cancelled at once and answer the shutdown.
-		got := map[string]*mcpserver.CallResult{}
+		got := map[string]*mcpspec.CallResult{}
 		for range 3 {
 			r := <-results
 			got[r.tool] = r.r
@@ -211,9 +211,9 @@ func TestShutdownWaitsForAnEscalation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan *mcpserver.CallResult, 1)
+		done := make(chan *mcpspec.CallResult, 1)
 		go func() {
-			r, _ := tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
+			r, _ := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
 			done <- r
 		}()
 		<-esc.entered
@@ -254,7 +254,7 @@ func TestShutdownBoundedByAStuckLog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		go tr.CallTool(context.Background(), &mcpserver.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
+		go tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: kernel.EscalateID, Arguments: json.RawMessage(`{"reason":"need a person"}`)})
 		<-esc.entered
 		begin := time.Now()
 		k.Shutdown()
@@ -274,9 +274,9 @@ func TestCancelledByTheCaller(t *testing.T) {
 	f.grants(t, policy.Grant{Principal: "p", Tool: "x.*"})
 	tr := f.turn(t, "p")
 	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan *mcpserver.CallResult, 1)
+	done := make(chan *mcpspec.CallResult, 1)
 	go func() {
-		r, _ := tr.CallTool(ctx, &mcpserver.CallRequest{Name: "x.bash"})
+		r, _ := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "x.bash"})
 		done <- r
 	}()
 	<-started

@@ -9,7 +9,7 @@ import (
 	"context"
 	"encoding/json"
 
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // Action is what a call does to its resource.
@@ -90,10 +90,14 @@ type Call struct {
 	Tool      *Tool
 	// Args is the parsed, schema-validated arguments object (never nil). Numbers are
 	// json.Number, exactly as the caller wrote them, so no integer loses precision.
-	Args   map[string]any
-	Access Access
+	Args map[string]any
+	// Arguments is the encoding Args was read from (canonical: internal/rpcwire), "{}"
+	// when none were sent. A tool that forwards its call (to an upstream server)
+	// forwards these bytes, never a re-encoding of Args.
+	Arguments json.RawMessage
+	Access    Access
 	// Peer reaches the harness's client (elicitation). Never nil.
-	Peer mcpserver.Peer
+	Peer mcpspec.Peer
 	// ProtocolVersion is "2026-07-28" for a stateless request, "" otherwise. Only a
 	// 2026-07-28 call may answer with Output.InputRequests (multi round-trip).
 	ProtocolVersion string
@@ -105,7 +109,8 @@ type Call struct {
 }
 
 // Output is what a tool returns. Content blocks are MCP content objects; Text is a
-// convenience: when Content is empty, Text becomes one text block.
+// convenience: when Content is empty, Text becomes one text block. A tool that forwards
+// its call returns the answer's bytes in Result instead.
 type Output struct {
 	Content []json.RawMessage
 	Text    string
@@ -120,4 +125,13 @@ type Output struct {
 	// set, is handed back on the retry. The retry is a new call, authorized again.
 	InputRequests json.RawMessage
 	RequestState  json.RawMessage
+	// Result, when set, is a whole tools/call result as another server wrote it (an
+	// upstream's, a JSON object): it reaches the caller as it is (mcpspec.CallResult.Raw,
+	// up to insignificant white space), never rebuilt from the other fields, which are
+	// then ignored. It is read once, strictly (a result with duplicate or case-variant
+	// members is refused, tool_failed), for its isError (a failure is audited as one)
+	// and its resultType.
+	Result json.RawMessage
+
+	rawResultType string // Result's resultType, read by the kernel
 }

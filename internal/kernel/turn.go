@@ -14,8 +14,9 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
 // Outcome is how a turn has ended so far.
@@ -27,8 +28,9 @@ const (
 	OutcomeFailed    Outcome = "failed"
 )
 
-// Turn is one resolved catalogue for one principal. It implements mcpserver.Turn and is
-// safe for concurrent use. Its catalogue is fixed when it opens; each call is decided by
+// Turn is one resolved catalogue for one principal. It is safe for concurrent use, and
+// it satisfies the Turn interfaces its surfaces declare (mcpserver.Turn, httpapi.Turn)
+// without the kernel importing any surface: it speaks internal/mcpspec. Its catalogue is fixed when it opens; each call is decided by
 // the policy it opened with and, once the grants have changed, by the current policy
 // too, so a revoked grant stops an open turn at its next call.
 type Turn struct {
@@ -42,14 +44,12 @@ type Turn struct {
 	caps      *policy.Capabilities // nil: not narrowed
 	byName    map[string]*entry
 	ns        map[string]bool
-	list      *mcpserver.ToolList
+	list      *mcpspec.ToolList
 
 	closed    atomic.Bool
 	escalated atomic.Bool
 	failed    atomic.Bool
 }
-
-var _ mcpserver.Turn = (*Turn)(nil)
 
 // ID is the turn's execution id.
 func (t *Turn) ID() string { return t.id }
@@ -73,14 +73,11 @@ func (t *Turn) Outcome() Outcome {
 func (t *Turn) Close() error { t.closed.Store(true); return nil }
 
 // ListTools returns the catalogue resolved at open. It never changes.
-func (t *Turn) ListTools(context.Context) (*mcpserver.ToolList, error) {
+func (t *Turn) ListTools(context.Context) (*mcpspec.ToolList, error) {
 	l := *t.list
 	l.Tools = append([]json.RawMessage(nil), t.list.Tools...)
 	return &l, nil
 }
-
-// ModernVersion is the stateless MCP revision whose calls may answer input_required.
-const ModernVersion = "2026-07-28"
 
 // maxNameInMessage bounds how much of a caller-supplied name is echoed back.
 const maxNameInMessage = 128
@@ -88,7 +85,7 @@ const maxNameInMessage = 128
 // CallTool turns one tools/call into a ToolCall: map the name, validate the arguments,
 // derive and normalise the access, authorize it, audit the decision, run, and build the
 // result. Refusals are results; the error return is reserved for internal failures.
-func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
 	if req == nil {
 		return nil, errors.New("kernel: CallTool with a nil request")
 	}
@@ -134,7 +131,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	c.e = e
 	c.ev.Tool = e.tool.ID
 
-	args, err := parseArgs(req.Arguments)
+	args, canon, err := parseArgs(req.Arguments)
 	if err != nil {
 		return c.refuse(ctx, Failed(CodeInvalidArguments, "%v", err))
 	}
@@ -142,7 +139,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		return c.refuseWith(ctx, Failed(CodeInvalidArguments, "arguments do not match the input schema: %s", clip(err.Error(), 2000)),
 			CodeInvalidArguments, "arguments do not match the input schema: "+schemaErrorSummary(err))
 	}
-	c.ev.Args = t.hashArgs(args)
+	c.ev.Args = t.hashArgs(canon)
 
 	acc, err := deriveAccess(e.tool, args)
 	if err != nil {
@@ -214,7 +211,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 	if cause := context.Cause(ctx); errors.Is(cause, ErrShutdown) {
 		runErr = cause // the shutdown came between the decision and the run: do not start
 	} else {
-		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Access: acc, Peer: peerOf(req),
+		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Arguments: canon, Access: acc, Peer: peerOf(req),
 			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
 	}
 	if !c.phase.CompareAndSwap(phaseRunning, phaseRecorded) {
@@ -222,7 +219,10 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		// period after it was cancelled.
 		return errorResult(Failed(CodeCancelledByShutdown, "cancelled by shutdown before the tool finished").WithRetryable(true)), nil
 	}
-	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != ModernVersion {
+	if runErr == nil && len(out.Result) > 0 {
+		runErr = readRawResult(out)
+	}
+	if runErr == nil && (len(out.InputRequests) > 0 || len(out.RequestState) > 0) && req.ProtocolVersion != mcpspec.ModernVersion {
 		runErr = Failed(CodeToolFailed, "the tool needs input, which this protocol version cannot carry")
 	}
 	if runErr != nil {
@@ -280,11 +280,19 @@ func (t *Turn) run(ctx context.Context, call *Call) (out *Output, err error) {
 	return out, err
 }
 
-func (t *Turn) hashArgs(args map[string]any) map[string]string {
-	if t.k.opts.HashArgs == nil || len(args) == 0 {
+// hashArgs hashes each argument's value from its canonical encoding: the bytes the
+// schema's value was read from, never re-encoded. (They are what encoding/json writes
+// for that value, so the hashes are the ones audit.HashArgs gives: docs/audit.md.)
+func (t *Turn) hashArgs(canon json.RawMessage) map[string]string {
+	h := t.k.opts.HashArg
+	if h == nil || len(canon) <= 2 { // no arguments: "{}"
 		return nil
 	}
-	return t.k.opts.HashArgs(args)
+	out := map[string]string{}
+	for name, v := range rpcwire.Members(canon) {
+		out[name] = h(v)
+	}
+	return out
 }
 
 // callState carries one call's audit event through the decision.
@@ -317,7 +325,7 @@ func (c *callState) appendAfterRun(ctx context.Context) {
 	}
 }
 
-func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpserver.CallResult, error) {
+func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpspec.CallResult, error) {
 	return c.refuseWith(ctx, ke, ke.Code, ke.Message)
 }
 
@@ -325,7 +333,7 @@ func (c *callState) refuse(ctx context.Context, ke *Error) (*mcpserver.CallResul
 // argument values) and returns it as a result. A refusal whose event cannot be written
 // is still a refusal: nothing ran, so failing closed changes nothing for the caller
 // except the code, which then says audit_unavailable.
-func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, auditMsg string) (*mcpserver.CallResult, error) {
+func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, auditMsg string) (*mcpspec.CallResult, error) {
 	c.ev.Decision = audit.Denied
 	if ke.Status == StatusFailed {
 		c.ev.Decision = audit.Failed
@@ -337,7 +345,7 @@ func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, a
 	return errorResult(ke), nil
 }
 
-func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.CallResult, error) {
+func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpspec.CallResult, error) {
 	c.t.k.log.Error("audit: append failed; refusing the call", "call", c.ev.CallID, "tool", c.ev.Tool, "err", err)
 	c.t.failed.Store(true)
 	return errorResult(Failed(CodeAuditUnavailable, "the audit log could not record this call, so it was not run").WithRetryable(true)), nil
@@ -346,7 +354,7 @@ func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpserver.C
 // unavailable refuses a name that is not in this turn's catalogue. The caller always
 // sees tool_unavailable; the audit event says namespace_disabled or outside_capability
 // when that is why (the latter only for a tool the grants would have published).
-func (c *callState) unavailable(ctx context.Context, name string) (*mcpserver.CallResult, error) {
+func (c *callState) unavailable(ctx context.Context, name string) (*mcpspec.CallResult, error) {
 	c.ev.Tool = safeName(name)
 	code := CodeToolUnavailable
 	if e := c.t.registeredAs(name); e != nil {
@@ -381,26 +389,29 @@ func (t *Turn) registeredAs(name string) *entry {
 	return nil
 }
 
-// parseArgs decodes the arguments object once, with numbers kept exactly as sent
-// (json.Number), and the same value is both validated and handed to the tool: what the
-// schema checked is what runs.
-func parseArgs(raw json.RawMessage) (map[string]any, error) {
+// parseArgs reads the arguments object once, from the canonical encoding the strict
+// decoder produced (rpcwire.Value: one pass, no re-encoding; input from anywhere else
+// is read strictly first), with numbers kept exactly as sent (json.Number). The same
+// value is validated and handed to the tool, and the same bytes are hashed for the
+// audit event and handed to a tool that forwards them: what the schema checked is what
+// runs.
+func parseArgs(raw json.RawMessage) (map[string]any, json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || string(trimmed) == "null" {
-		return map[string]any{}, nil
+		return map[string]any{}, json.RawMessage(`{}`), nil
 	}
 	if trimmed[0] != '{' {
-		return nil, errors.New("arguments must be a JSON object")
+		return nil, nil, errors.New("arguments must be a JSON object")
 	}
-	v, err := jsonschema.UnmarshalJSON(bytes.NewReader(trimmed))
+	v, canon, err := rpcwire.Value(trimmed)
 	if err != nil {
-		return nil, fmt.Errorf("arguments are not valid JSON: %v", err)
+		return nil, nil, fmt.Errorf("arguments are not valid JSON: %v", err)
 	}
 	args, ok := v.(map[string]any)
 	if !ok {
-		return nil, errors.New("arguments must be a JSON object")
+		return nil, nil, errors.New("arguments must be a JSON object")
 	}
-	return args, nil
+	return args, canon, nil
 }
 
 // schemaErrorSummary names where validation failed without quoting any value, so it
@@ -456,10 +467,9 @@ func deriveAccess(t *Tool, args map[string]any) (acc Access, err error) {
 	return acc, nil
 }
 
-// asError keeps a tool's own *Error; anything else becomes fallback.
+// asError is AsError; anything else becomes fallback.
 func asError(err error, fallback Code) *Error {
-	var ke *Error
-	if errors.As(err, &ke) {
+	if ke, ok := AsError(err); ok {
 		return ke
 	}
 	return Failed(fallback, "%v", err)
@@ -467,8 +477,7 @@ func asError(err error, fallback Code) *Error {
 
 // asFailure is asError for a tool's Run: its plain errors become failed with code.
 func asFailure(err error, code Code) *Error {
-	var ke *Error
-	if errors.As(err, &ke) {
+	if ke, ok := AsError(err); ok {
 		return ke
 	}
 	return Failed(code, "%s", clip(err.Error(), 2000))
@@ -498,16 +507,9 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-type nopPeer struct{}
-
-func (nopPeer) ClientCapabilities() json.RawMessage { return nil }
-func (nopPeer) Request(context.Context, string, any) (json.RawMessage, error) {
-	return nil, mcpserver.ErrPeerUnsupported
-}
-
-func peerOf(req *mcpserver.CallRequest) mcpserver.Peer {
+func peerOf(req *mcpspec.CallRequest) mcpspec.Peer {
 	if req.Peer == nil {
-		return nopPeer{}
+		return mcpspec.NoPeer{}
 	}
 	return req.Peer
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // AskUserTimeout bounds how long ask_user waits for the person to answer.
@@ -70,7 +71,7 @@ func askUser(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
 	if err != nil {
 		return nil, err
 	}
-	if call.ProtocolVersion == kernel.ModernVersion {
+	if call.ProtocolVersion == mcpspec.ModernVersion {
 		return askUserRoundTrip(call, q, processSealer())
 	}
 	if !canElicit(call.Peer.ClientCapabilities()) {

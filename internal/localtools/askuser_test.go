@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 const elicitCaps = `{"elicitation":{"form":{}}}`
@@ -20,7 +21,7 @@ const elicitCaps = `{"elicitation":{"form":{}}}`
 // modernCall is a 2026-07-28 ask_user call as the kernel builds it.
 func modernCall(tl *kernel.Tool, principal string, args map[string]any, caps string, state, responses json.RawMessage) *kernel.Call {
 	return &kernel.Call{ID: "c1", Principal: principal, Tool: tl, Args: args, Peer: &fakePeer{caps: caps},
-		ProtocolVersion: kernel.ModernVersion, RequestState: state, InputResponses: responses}
+		ProtocolVersion: mcpspec.ModernVersion, RequestState: state, InputResponses: responses}
 }
 
 // firstRound runs the first call and returns its requestState (as sent on the wire).

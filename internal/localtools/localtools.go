@@ -7,7 +7,7 @@
 // touches, so grants can be scoped to paths and protected paths stay protected.
 //
 // Build also applies the narrowing a `toolgate mcp` user asks for (a profile, a --tools
-// list); Namer gives the published names of seed 004 (toolgate_local_read_file,
+// list); Namer gives the published names of docs/toolgate-mcp.md (toolgate_local_read_file,
 // toolgate_server_status, or unprefixed with --tool-prefix none).
 package localtools
 

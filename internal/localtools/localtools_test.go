@@ -111,9 +111,9 @@ func callPeer(t *testing.T, tl *kernel.Tool, args map[string]any, peer *fakePeer
 	return a, out, err
 }
 
+// codeOf is the reason code the kernel reports for a tool's error.
 func codeOf(err error) kernel.Code {
-	var ke *kernel.Error
-	if errors.As(err, &ke) {
+	if ke, ok := kernel.AsError(err); ok {
 		return ke.Code
 	}
 	return ""

@@ -12,10 +12,11 @@ import (
 	"net/url"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/listenaddr"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -40,7 +41,7 @@ type BridgeOptions struct {
 	// AllowedHosts are Host/Origin values accepted beyond the loopback names, for
 	// a deliberate non-loopback bind.
 	AllowedHosts []string
-	ServerInfo   Implementation
+	ServerInfo   mcpspec.Implementation
 	Instructions string
 	// MaxBodyBytes caps a POST body (413 above it); default DefaultMaxBodyBytes.
 	MaxBodyBytes int64
@@ -117,7 +118,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 	if path == "" {
 		path = "/mcp"
 	}
-	if opts.Authorize == nil && !isLoopbackName(host) {
+	if opts.Authorize == nil && !listenaddr.IsLoopback(host) {
 		return nil, fmt.Errorf("mcpserver: a bridge without Authorize must listen on loopback, not %q", host)
 	}
 	logger := opts.Logger
@@ -190,7 +191,7 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		served: make(chan struct{}),
 	}
 	b.addr = addr
-	b.url = (&url.URL{Scheme: "http", Host: net.JoinHostPort(urlHost(host, addr.IP), strconv.Itoa(port)), Path: path}).String()
+	b.url = listenaddr.BaseURL(host, addr) + (&url.URL{Path: path}).EscapedPath()
 	readHeader := opts.ReadHeaderTimeout
 	if readHeader <= 0 {
 		readHeader = 10 * time.Second
@@ -214,21 +215,6 @@ func NewBridge(turn Turn, opts BridgeOptions) (*Bridge, error) {
 		_ = b.srv.Serve(ln)
 	}()
 	return b, nil
-}
-
-// urlHost is the host a client on this machine uses to reach a listener that
-// was asked for host and bound to ip: the bound address itself, never a name
-// that might resolve to another address (where another process could hold the
-// same port); for a wildcard bind (which Go makes dual-stack, reported as ::)
-// the loopback address of the family asked for.
-func urlHost(host string, ip net.IP) string {
-	if !ip.IsUnspecified() {
-		return ip.String()
-	}
-	if strings.Contains(host, ":") {
-		return "::1"
-	}
-	return "127.0.0.1"
 }
 
 type discardWriter struct{}

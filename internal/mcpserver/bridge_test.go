@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 const listBody = `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`
@@ -34,7 +35,7 @@ func catalogHashOf(rec *httptest.ResponseRecorder) string {
 		} `json:"result"`
 	}
 	_ = json.Unmarshal(rec.Body.Bytes(), &m)
-	return m.Result.Meta[mcpserver.MetaCatalogHash]
+	return m.Result.Meta[mcpspec.MetaCatalogHash]
 }
 
 // openBridge opens a loopback bridge without authorization on turn, closed

@@ -1,7 +1,9 @@
 // Package mcpserver serves MCP to harnesses over stdio and Streamable HTTP: the bridge
-// contract of seed 000 (methods, status codes, headers, sessions), strict JSON-RPC
-// handling through rpcwire, and the DNS-rebinding and size protections on top. It owns
-// no policy: every tools/list and tools/call is handed to a Turn.
+// contract of docs/http-contract.md (methods, status codes, headers, sessions), strict
+// JSON-RPC handling through rpcwire, and the DNS-rebinding and size protections on top.
+// It owns no policy: every tools/list and tools/call is handed to a Turn, an interface
+// this package declares in the shared MCP vocabulary (internal/mcpspec) and the kernel
+// satisfies without importing this package.
 //
 // Entry points: NewBridge (one turn for every session it opens, a loopback
 // listener), NewHandler (a session per initialize, each with its own Turn, for the
@@ -15,11 +17,6 @@
 //
 // Files: protocol.go (methods, shared by both transports), modern.go (2026-07-28),
 // http.go (the Streamable HTTP core and SSE), bridge.go, handler.go (sessions, cap,
-// idle reaping), stdio.go, guard.go, status.go (the one mapping of refusals to
-// statuses and bodies).
+// idle reaping), stdio.go, guard.go, status.go (the refusals this surface answers:
+// rows of the one table every HTTP surface shares, internal/httpwire).
 package mcpserver
-
-import "errors"
-
-// ErrPeerUnsupported is returned by Peer.Request when the client cannot be asked.
-var ErrPeerUnsupported = errors.New("mcpserver: the client cannot receive requests on this connection")

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -37,9 +38,11 @@ type HandlerOptions struct {
 	// principal. Nil means no authentication and principal "".
 	Authenticate func(token string, present bool) (principal string, ok bool)
 	// OpenTurn opens the Turn of a new session (one per initialize that names no
-	// session). It runs only after Host, Origin and authentication passed.
+	// session) or of one stateless request. It runs only after Host, Origin and
+	// authentication passed. An error is answered 503 catalog_unavailable (the
+	// cause is logged only), as the HTTP API answers a turn it cannot open.
 	OpenTurn     func(ctx context.Context, principal string) (Turn, error)
-	ServerInfo   Implementation
+	ServerInfo   mcpspec.Implementation
 	Instructions string
 	// MaxSessions caps live sessions across all principals (default
 	// DefaultMaxSessions).
@@ -359,7 +362,7 @@ func (g *registry) stateless(ctx context.Context, principal string) (*conn, func
 	turn, err := g.opts.OpenTurn(ctx, principal)
 	if err != nil || turn == nil {
 		g.opts.Logger.Error("opening a turn for a stateless request", "err", err)
-		return nil, nil, refuseInternal
+		return nil, nil, refuseTurnUnavailable
 	}
 	c := newConn(turn, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, true)
 	return c, func() {
@@ -423,7 +426,7 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		g.mu.Unlock()
 		if err != nil || turn == nil {
 			g.opts.Logger.Error("opening a turn for a new session", "err", err)
-			return nil, refuseInternal
+			return nil, refuseTurnUnavailable
 		}
 		// The Handler closed while the Turn was opening.
 		_ = closeTurn(turn)

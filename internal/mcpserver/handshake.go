@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -33,12 +34,12 @@ func (c *conn) admit(m *rpcwire.Message, batch bool) *jsonrpc.Error {
 		return nil
 	}
 	switch m.Method {
-	case "initialize":
+	case mcpspec.MethodInitialize:
 		if batch {
 			return rpcwire.InvalidRequest("initialize cannot be batched")
 		}
 		return nil // initialize itself refuses a second one, atomically
-	case "tools/list", "tools/call":
+	case mcpspec.MethodToolsList, mcpspec.MethodToolsCall:
 		// The methods served in a session (dispatch); ping and unknown
 		// methods are answered without one.
 	default:
@@ -57,13 +58,6 @@ func notInitialized(method string) *jsonrpc.Error {
 	return rpcwire.InvalidRequest(fmt.Sprintf("%q before initialize: the session is not initialized", method))
 }
 
-type initializeResult struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ServerInfo      Implementation  `json:"serverInfo"`
-	Instructions    string          `json:"instructions,omitempty"`
-}
-
 // initialize answers an initialize request and, when it succeeds, opens the
 // session: the version is negotiated and the client's capabilities recorded.
 // The check for an earlier initialize and the opening happen under one lock, so
@@ -72,9 +66,9 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	if m.Params != nil && m.Params[0] != '{' {
 		return nil, rpcwire.InvalidParams("initialize params must be an object")
 	}
-	version := LatestVersion
+	version := mcpspec.LatestVersion
 	var asked string
-	if json.Unmarshal(m.Param("protocolVersion"), &asked) == nil && supportedVersion(asked) {
+	if json.Unmarshal(m.Param("protocolVersion"), &asked) == nil && mcpspec.IsSessionVersion(asked) {
 		version = asked
 	}
 	// A copy: the session keeps it, not the whole body it came in.
@@ -92,7 +86,7 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	c.initialized = true
 	c.ready = false // until this handshake's notifications/initialized
 	c.mu.Unlock()
-	return initializeResult{
+	return mcpspec.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
 		ServerInfo:      c.info,

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/httpwire"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -51,7 +53,7 @@ func newSessionID() string {
 	return hex.EncodeToString(b[:])
 }
 
-func newHTTPSession(turn Turn, principal string, info Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
+func newHTTPSession(turn Turn, principal string, info mcpspec.Implementation, instructions string, log *slog.Logger, stateless bool) *httpSession {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &httpSession{
 		id: newSessionID(), principal: principal, turn: turn,
@@ -160,13 +162,20 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	// The core checks its own path and method rather than sit behind a pattern mux:
+	// the contract's 404 for another path is empty and its 405 is JSON with Allow:
+	// POST, DELETE, both decided in its order of checks (docs/http-contract.md),
+	// where a mux answers text/plain before any check.
 	if r.URL.Path != c.path {
 		writeRefusal(w, refuseNotFound)
 		return
 	}
-	if ref := c.guard.check(r); ref != refuseNone {
-		writeRefusal(w, ref)
-		return
+	// Behind an equivalent Guard (toolgate serve's) the request was checked there.
+	if !c.guard.passed(r) {
+		if ref := c.guard.check(r); ref != refuseNone {
+			writeRefusal(w, ref)
+			return
+		}
 	}
 	if r.Method != http.MethodPost && r.Method != http.MethodDelete {
 		writeRefusal(w, refuseMethodNotAllowed)
@@ -190,7 +199,7 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		writeRefusal(w, refuseBadProtocolVersion)
 		return
 	}
-	if v := r.Header.Get(headerProtocolVersion); v != "" && !supportedVersion(v) && !(c.stateless && v == ModernVersion) {
+	if v := r.Header.Get(headerProtocolVersion); v != "" && !mcpspec.IsSessionVersion(v) && !(c.stateless && v == mcpspec.ModernVersion) {
 		c.refuseVersion(w, r, v)
 		return
 	}
@@ -213,28 +222,17 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	c.servePost(w, r, sess, principal)
 }
 
-// authorize reads the bearer token from the Authorization header only (never the
-// URL). A header with another scheme is refused outright.
+// authorize reads the bearer token (httpwire.Bearer: the Authorization header only,
+// never the URL). A header with another scheme is refused outright.
 func (c *httpCore) authorize(r *http.Request) (string, bool) {
 	if c.authenticate == nil {
 		return "", true
 	}
-	h, present := r.Header["Authorization"]
-	if !present {
-		return c.authenticate("", false)
-	}
-	if len(h) != 1 {
+	token, present, ok := httpwire.Bearer(r)
+	if !ok {
 		return "", false
 	}
-	scheme, token, found := strings.Cut(h[0], " ")
-	if !found || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	token = strings.TrimSpace(token)
-	if token == "" {
-		return "", false
-	}
-	return c.authenticate(token, true)
+	return c.authenticate(token, present)
 }
 
 func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, principal string) {
@@ -251,10 +249,9 @@ func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, princip
 }
 
 func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSession, principal string) {
-	data, err := readBody(w, r, c.maxBody)
+	data, err := httpwire.ReadBody(w, r, c.maxBody)
 	if err != nil {
-		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		if httpwire.IsTooLarge(err) {
 			writeRefusal(w, refuseTooLarge)
 			return
 		}
@@ -274,7 +271,7 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 	if c.stateless && !body.Batch && body.Items[0].Msg != nil {
 		// A 2026-07-28 request: modern _meta, or that version in the header.
 		meta, ok := modernMeta(body.Items[0].Msg)
-		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == ModernVersion {
+		if ok || strings.TrimSpace(r.Header.Get(headerProtocolVersion)) == mcpspec.ModernVersion {
 			c.serveModern(w, r, body.Items[0].Msg, meta, sess, principal)
 			return
 		}
@@ -307,24 +304,6 @@ func (c *httpCore) servePost(w *trackingWriter, r *http.Request, sess *httpSessi
 	c.answer(w, r, sess, body)
 }
 
-// readBody reads a request body of at most max bytes into one buffer of its
-// size when the client declared it (a body over max is refused before any of
-// it is read), and through a growing buffer otherwise (chunked).
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	if r.ContentLength > max {
-		return nil, &http.MaxBytesError{Limit: max}
-	}
-	body := http.MaxBytesReader(w, r.Body, max)
-	if n := r.ContentLength; n > 0 {
-		buf := make([]byte, n)
-		if _, err := io.ReadFull(body, buf); err != nil {
-			return nil, err
-		}
-		return buf, nil
-	}
-	return io.ReadAll(body)
-}
-
 func sessionIDOf(s *httpSession) string {
 	if s == nil {
 		return ""
@@ -347,7 +326,7 @@ func (c *httpCore) sessionIDFor(sess *httpSession, principal string) string {
 // handshake).
 func opensSession(b *rpcwire.Body) bool {
 	m := b.Items[0].Msg
-	return !b.Batch && m != nil && m.IsRequest() && m.Method == "initialize"
+	return !b.Batch && m != nil && m.IsRequest() && m.Method == mcpspec.MethodInitialize
 }
 
 // acceptsSSE reports whether the client listed text/event-stream in Accept.
@@ -381,7 +360,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	defer stop()
 
 	var stream *sseStream
-	peer := Peer(peerFunc{c: sess.conn})
+	peer := mcpspec.Peer(peerFunc{c: sess.conn})
 	stopKeepAlive := func() {}
 	if acceptsSSE(r) {
 		stream = newSSEStream(w, sess.id, func(err error) {
@@ -468,7 +447,7 @@ func (c *httpCore) dropped(err error) {
 // serveModern answers one 2026-07-28 request. Its standard headers must mirror
 // the body (MCP-Protocol-Version, Mcp-Method, and Mcp-Name for tools/call), or it
 // is 400 with -32020; no mcp-session-id is issued or echoed; JSON-RPC errors map
-// to HTTP statuses in modernStatus.
+// to HTTP statuses in httpwire.StatelessStatus.
 func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Message, meta json.RawMessage, sess *httpSession, principal string) {
 	if rpcErr := checkModernHeaders(r, m, meta); rpcErr != nil {
 		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
@@ -492,7 +471,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 		}
 	}
 	defer done()
-	answer, rpcErr, err := cn.handleCode(ctx, m, modernPeer{}, true)
+	answer, rpcErr, err := cn.handleCode(ctx, m, mcpspec.NoPeer{}, true)
 	if errors.Is(err, errPanic) {
 		writeRefusal(w, refuseInternal)
 		return
@@ -507,10 +486,10 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 // checkModernHeaders compares the standard headers with the body.
 func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessage) *jsonrpc.Error {
 	mismatch := func(what string) *jsonrpc.Error {
-		return &jsonrpc.Error{Code: CodeHeaderMismatch, Message: "header mismatch: " + what}
+		return &jsonrpc.Error{Code: mcpspec.CodeHeaderMismatch, Message: "header mismatch: " + what}
 	}
-	if v, ok := modernVersionOf(meta); ok && v == ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
-		return mismatch("MCP-Protocol-Version must equal _meta[\"" + MetaProtocolVersion + "\"]")
+	if v, ok := modernVersionOf(meta); ok && v == mcpspec.ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
+		return mismatch("MCP-Protocol-Version must equal _meta[\"" + mcpspec.MetaProtocolVersion + "\"]")
 	}
 	// Each standard header must be sent at most once: with two, the server and an
 	// intermediary routing on the header could read different values (one takes
@@ -527,7 +506,7 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessag
 	if strings.TrimSpace(r.Header.Get("Mcp-Method")) != m.Method {
 		return mismatch("Mcp-Method must equal the method")
 	}
-	if m.Method == "tools/call" {
+	if m.Method == mcpspec.MethodToolsCall {
 		// By the member's exact name, as callTool reads it (encoding/json's struct
 		// fields would also take "NAME").
 		var name string
@@ -553,11 +532,11 @@ func decodeHeaderValue(v string) string {
 }
 
 // writeModernAnswer writes a 2026-07-28 answer: errors with the status
-// modernStatus gives them, results as JSON or one SSE event.
+// httpwire.StatelessStatus gives them, results as JSON or one SSE event.
 func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []byte, sse bool) {
 	status := http.StatusOK
 	if rpcErr != nil {
-		status = modernStatus(rpcErr.Code)
+		status = httpwire.StatelessStatus(rpcErr.Code)
 	}
 	if sse && status == http.StatusOK {
 		_ = newSSEStream(w, "", nil).send(answer)
@@ -575,7 +554,7 @@ func writeModernAnswer(w http.ResponseWriter, rpcErr *jsonrpc.Error, answer []by
 // further and the answer is {"error":"unsupported_protocol_version"}.
 func (c *httpCore) refuseVersion(w http.ResponseWriter, r *http.Request, v string) {
 	if c.stateless && r.Method == http.MethodPost {
-		if data, err := readBody(w, r, c.maxBody); err == nil {
+		if data, err := httpwire.ReadBody(w, r, c.maxBody); err == nil {
 			if body, rpcErr := c.limits.Decode(data); rpcErr == nil && !body.Batch && body.Items[0].Msg != nil && body.Items[0].Msg.IsRequest() {
 				if _, ok := modernMeta(body.Items[0].Msg); ok {
 					e := unsupportedVersion(v)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 const blockCall = `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"test.block"}}`
@@ -50,7 +51,7 @@ func TestInFlightCapPerPrincipal(t *testing.T) {
 	const limit = 3
 	var pt principalTurns
 	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
-		ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+		ServerInfo: mcpspec.Implementation{Name: "toolgate", Version: "test"},
 		Authenticate: func(token string, present bool) (string, bool) {
 			switch token {
 			case "alice-token":
@@ -155,7 +156,7 @@ func TestInFlightCapPerPrincipal(t *testing.T) {
 // answers the next request 429, and serves again once they end.
 func TestInFlightCapBridge(t *testing.T) {
 	turn := mcpservertest.NewTurn()
-	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"}})
+	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{ServerInfo: mcpspec.Implementation{Name: "toolgate", Version: "test"}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // lockedWriter is a ResponseWriter a test may read while the handler writes.
@@ -71,7 +72,7 @@ func TestSSEKeepAlive(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var tc turnCounter
 		h := mcpserver.NewHandler(mcpserver.HandlerOptions{
-			ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "test"},
+			ServerInfo: mcpspec.Implementation{Name: "toolgate", Version: "test"},
 			OpenTurn:   tc.open,
 		})
 		defer h.Close()
@@ -218,7 +219,7 @@ func (b *countingBody) Read(p []byte) (int, error) {
 func TestSDKClientKeepAlive(t *testing.T) {
 	turn := mcpservertest.NewTurn()
 	b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-		ServerInfo:        mcpserver.Implementation{Name: "toolgate", Version: "test"},
+		ServerInfo:        mcpspec.Implementation{Name: "toolgate", Version: "test"},
 		Authorize:         mcpserver.StaticToken("tok-123"),
 		KeepAliveInterval: 5 * time.Millisecond,
 	})

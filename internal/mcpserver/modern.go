@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -16,26 +17,12 @@ import (
 // server-to-client request in this era (a tool that needs input answers
 // resultType "input_required" instead), and every result carries resultType.
 
-// ModernVersion is the stateless protocol revision served.
-const ModernVersion = "2026-07-28"
-
-// 2026-07-28 metadata keys and error codes.
-const (
-	MetaProtocolVersion    = "io.modelcontextprotocol/protocolVersion"
-	MetaClientCapabilities = "io.modelcontextprotocol/clientCapabilities"
-	MetaServerInfo         = "io.modelcontextprotocol/serverInfo"
-
-	CodeHeaderMismatch             = -32020
-	CodeMissingClientCapability    = -32021
-	CodeUnsupportedProtocolVersion = -32022
-)
-
 // listTTLMs is the ttlMs of tools/list and server/discover: a turn's catalogue
 // never changes, but it differs per principal, so cacheScope is "private".
 const listTTLMs = 5000
 
-// allVersions lists every version served, newest first.
-func allVersions() []string { return append([]string{ModernVersion}, SupportedVersions...) }
+// listHints are the cache hints of tools/list and server/discover.
+var listHints = mcpspec.CacheHints{TTLMs: listTTLMs, CacheScope: mcpspec.CacheScopePrivate}
 
 // modernMeta returns a 2026-07-28 request's params._meta (a slice of its
 // params, never a copy: it is looked up on every request, whatever its size),
@@ -46,8 +33,8 @@ func modernMeta(m *rpcwire.Message) (json.RawMessage, bool) {
 	if len(meta) == 0 || meta[0] != '{' {
 		meta = nil
 	}
-	_, versioned := rpcwire.Member(meta, MetaProtocolVersion)
-	return meta, versioned || m.Method == "server/discover"
+	_, versioned := rpcwire.Member(meta, mcpspec.MetaProtocolVersion)
+	return meta, versioned || m.Method == mcpspec.MethodServerDiscover
 }
 
 func isModern(m *rpcwire.Message) bool {
@@ -64,7 +51,7 @@ func metaField(meta json.RawMessage, key string) json.RawMessage {
 // modernVersionOf returns the protocol version a 2026-07-28 request names.
 func modernVersionOf(meta json.RawMessage) (string, bool) {
 	var v string
-	if json.Unmarshal(metaField(meta, MetaProtocolVersion), &v) != nil || v == "" {
+	if json.Unmarshal(metaField(meta, mcpspec.MetaProtocolVersion), &v) != nil || v == "" {
 		return "", false
 	}
 	return v, true
@@ -72,8 +59,8 @@ func modernVersionOf(meta json.RawMessage) (string, bool) {
 
 // unsupportedVersion is the -32022 error naming the versions served.
 func unsupportedVersion(v string) *jsonrpc.Error {
-	data, _ := json.Marshal(unsupportedVersionData{Supported: allVersions(), Requested: v})
-	return &jsonrpc.Error{Code: CodeUnsupportedProtocolVersion, Message: fmt.Sprintf("unsupported protocol version %q", v), Data: data}
+	data, _ := json.Marshal(unsupportedVersionData{Supported: mcpspec.Versions(), Requested: v})
+	return &jsonrpc.Error{Code: mcpspec.CodeUnsupportedProtocolVersion, Message: fmt.Sprintf("unsupported protocol version %q", v), Data: data}
 }
 
 type unsupportedVersionData struct {
@@ -87,34 +74,16 @@ type unsupportedVersionData struct {
 func checkModernMeta(meta json.RawMessage) *jsonrpc.Error {
 	v, ok := modernVersionOf(meta)
 	if !ok {
-		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaProtocolVersion))
+		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", mcpspec.MetaProtocolVersion))
 	}
-	if v != ModernVersion {
+	if v != mcpspec.ModernVersion {
 		return unsupportedVersion(v)
 	}
-	caps := metaField(meta, MetaClientCapabilities)
+	caps := metaField(meta, mcpspec.MetaClientCapabilities)
 	if len(caps) == 0 || caps[0] != '{' {
-		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", MetaClientCapabilities))
+		return rpcwire.InvalidParams(fmt.Sprintf("_meta[%q] is required", mcpspec.MetaClientCapabilities))
 	}
 	return nil
-}
-
-type discoverResult struct {
-	ResultType        string          `json:"resultType"`
-	SupportedVersions []string        `json:"supportedVersions"`
-	Capabilities      json.RawMessage `json:"capabilities"`
-	Instructions      string          `json:"instructions,omitempty"`
-	TTLMs             int             `json:"ttlMs"`
-	CacheScope        string          `json:"cacheScope"`
-	Meta              map[string]any  `json:"_meta"`
-}
-
-type modernToolsList struct {
-	ResultType string            `json:"resultType"`
-	Tools      []json.RawMessage `json:"tools"`
-	TTLMs      int               `json:"ttlMs"`
-	CacheScope string            `json:"cacheScope"`
-	Meta       map[string]any    `json:"_meta"`
 }
 
 // inputRequiredResult is a tools/call answer asking the client for input.
@@ -127,13 +96,13 @@ type inputRequiredResult struct {
 
 type modernCallResult struct {
 	ResultType string `json:"resultType"`
-	CallResult
+	mcpspec.CallResult
 }
 
 // dispatchModern answers a 2026-07-28 request.
 func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json.RawMessage) (any, *jsonrpc.Error) {
 	switch m.Method {
-	case "server/discover", "tools/list", "tools/call":
+	case mcpspec.MethodServerDiscover, mcpspec.MethodToolsList, mcpspec.MethodToolsCall:
 	default:
 		// Including initialize and ping, which this era removed.
 		return nil, rpcwire.MethodNotFound(m.Method)
@@ -141,43 +110,33 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 	if err := checkModernMeta(meta); err != nil {
 		return nil, err
 	}
-	serverInfo := map[string]any{MetaServerInfo: c.info}
+	serverInfo := map[string]any{mcpspec.MetaServerInfo: c.info}
 	switch m.Method {
-	case "server/discover":
-		return discoverResult{
-			ResultType:        "complete",
-			SupportedVersions: allVersions(),
+	case mcpspec.MethodServerDiscover:
+		return mcpspec.DiscoverResult{
+			ResultType:        mcpspec.ResultComplete,
+			SupportedVersions: mcpspec.Versions(),
 			Capabilities:      json.RawMessage(`{"tools":{"listChanged":false}}`),
 			Instructions:      c.instructions,
-			TTLMs:             listTTLMs,
-			CacheScope:        "private",
+			CacheHints:        listHints,
 			Meta:              serverInfo,
 		}, nil
-	case "tools/list":
+	case mcpspec.MethodToolsList:
 		res, rpcErr := c.listTools(ctx)
 		if rpcErr != nil {
 			return nil, rpcErr
 		}
-		list := res.(toolsListResult)
-		out := modernToolsList{ResultType: "complete", Tools: list.Tools, TTLMs: listTTLMs, CacheScope: "private", Meta: serverInfo}
-		for k, v := range list.Meta {
-			out.Meta[k] = v
+		out := res.(mcpspec.ListToolsResult)
+		out.ResultType, out.CacheHints = mcpspec.ResultComplete, listHints
+		for k, v := range out.Meta {
+			serverInfo[k] = v
 		}
+		out.Meta = serverInfo
 		return out, nil
-	case "tools/call":
+	case mcpspec.MethodToolsCall:
 		// No server-to-client requests in this era: the Peer refuses them, and a
 		// tool that needs input answers input_required.
-		return c.callTool(ctx, m, modernPeer{caps: metaField(meta, MetaClientCapabilities)}, true)
+		return c.callTool(ctx, m, mcpspec.NoPeer{Capabilities: metaField(meta, mcpspec.MetaClientCapabilities)}, true)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
-}
-
-// modernPeer is the Peer of a 2026-07-28 request: the capabilities it declared,
-// and no way to send requests.
-type modernPeer struct{ caps json.RawMessage }
-
-func (p modernPeer) ClientCapabilities() json.RawMessage { return p.caps }
-
-func (p modernPeer) Request(context.Context, string, any) (json.RawMessage, error) {
-	return nil, ErrPeerUnsupported
 }

@@ -1,39 +1,19 @@
 package mcpserver
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
-
-// Implementation names the server in initialize's serverInfo.
-type Implementation struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
-
-// Protocol versions this server speaks, newest first. An initialize asking for
-// any other version (or none) is answered with LatestVersion.
-var SupportedVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
-
-// LatestVersion is the version negotiated when the client's is not supported.
-const LatestVersion = "2025-11-25"
-
-// Meta keys of tools/list and tool results.
-const (
-	MetaCatalogHash = "toolgate/catalogHash"
-	MetaExecutionID = "toolgate/executionId"
-)
-
-func supportedVersion(v string) bool { return slices.Contains(SupportedVersions, v) }
 
 // errPanic marks a Turn that panicked: an unhandled failure, answered 500 over
 // HTTP (when nothing was written yet) and -32603 over stdio.
@@ -44,7 +24,7 @@ var errPanic = errors.New("mcpserver: handler panicked")
 // notifications/cancelled) and server-to-client requests awaiting answers.
 type conn struct {
 	turn         Turn
-	info         Implementation
+	info         mcpspec.Implementation
 	instructions string
 	log          *slog.Logger
 	// stateless enables the 2026-07-28 revision; off, its requests are read as
@@ -67,7 +47,7 @@ type conn struct {
 	nextID atomic.Int64
 }
 
-func newConn(turn Turn, info Implementation, instructions string, log *slog.Logger, stateless bool) *conn {
+func newConn(turn Turn, info mcpspec.Implementation, instructions string, log *slog.Logger, stateless bool) *conn {
 	return &conn{
 		turn: turn, info: info, instructions: instructions, log: log, stateless: stateless,
 		inflight: map[string]*inflightCall{},
@@ -143,7 +123,7 @@ func (c *conn) begin(items []rpcwire.Item, batch bool) *bodyRun {
 				}
 				continue
 			}
-			if m.Method == "initialize" && !(c.stateless && isModern(m)) {
+			if m.Method == mcpspec.MethodInitialize && !(c.stateless && isModern(m)) {
 				res, e := c.initialize(m)
 				r.answers[i], _ = c.encodeAnswer(m, res, e)
 				if e != nil && e.Code == jsonrpc.CodeInvalidRequest && !batch {
@@ -163,7 +143,7 @@ func (r *bodyRun) pending() bool { return len(r.todo) > 0 }
 // run runs the admitted requests concurrently (at most batchWorkers at a time)
 // and returns every answer in input order, nil where nothing is answered.
 // panicked reports a Turn that panicked.
-func (r *bodyRun) run(ctx context.Context, peer Peer) (answers [][]byte, panicked bool) {
+func (r *bodyRun) run(ctx context.Context, peer mcpspec.Peer) (answers [][]byte, panicked bool) {
 	var (
 		wg  sync.WaitGroup
 		sem = make(chan struct{}, batchWorkers)
@@ -189,7 +169,7 @@ func (r *bodyRun) run(ctx context.Context, peer Peer) (answers [][]byte, panicke
 // handle answers one valid message. It returns nil for notifications and for
 // responses to server-initiated requests. err is errPanic when the Turn panicked
 // (the caller decides how that is reported); the answer is then -32603.
-func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answer []byte, err error) {
+func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer mcpspec.Peer) (answer []byte, err error) {
 	answer, _, err = c.handleCode(ctx, m, peer, false)
 	return answer, err
 }
@@ -198,7 +178,7 @@ func (c *conn) handle(ctx context.Context, m *rpcwire.Message, peer Peer) (answe
 // any, so HTTP can pick a status for a 2026-07-28 request.
 // forceModern serves m as a 2026-07-28 request even without modern _meta (its
 // HTTP MCP-Protocol-Version header said so).
-func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer Peer, forceModern bool) (answer []byte, rpcErr *jsonrpc.Error, err error) {
+func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer mcpspec.Peer, forceModern bool) (answer []byte, rpcErr *jsonrpc.Error, err error) {
 	if m.IsResponse() {
 		c.deliver(m)
 		return nil, nil, nil
@@ -257,13 +237,13 @@ func (c *conn) encodeAnswer(m *rpcwire.Message, result any, rpcErr *jsonrpc.Erro
 // dispatch answers a session-based request that admit let through; a method
 // added here must be added to admit's list of the methods that wait for
 // initialize.
-func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any, *jsonrpc.Error) {
+func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer mcpspec.Peer) (any, *jsonrpc.Error) {
 	switch m.Method {
-	case "ping":
+	case mcpspec.MethodPing:
 		return json.RawMessage(`{}`), nil
-	case "tools/list":
+	case mcpspec.MethodToolsList:
 		return c.listTools(ctx)
-	case "tools/call":
+	case mcpspec.MethodToolsCall:
 		return c.callTool(ctx, m, peer, false)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
@@ -271,7 +251,7 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer Peer) (any
 
 func (c *conn) notify(m *rpcwire.Message) {
 	switch m.Method {
-	case "notifications/cancelled":
+	case mcpspec.NotificationCancelled:
 		rid := m.Param("requestId") // exact names, never encoding/json's case folding
 		if rid == nil {
 			return
@@ -286,16 +266,11 @@ func (c *conn) notify(m *rpcwire.Message) {
 		if call != nil {
 			call.cancel()
 		}
-	case "notifications/initialized":
+	case mcpspec.NotificationInitialized:
 		c.initializedNotice()
 	default:
 		// Anything else: nothing to do.
 	}
-}
-
-type toolsListResult struct {
-	Tools []json.RawMessage `json:"tools"`
-	Meta  map[string]string `json:"_meta"`
 }
 
 func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
@@ -314,13 +289,13 @@ func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
 			return nil, rpcwire.InternalError()
 		}
 	}
-	return toolsListResult{Tools: tools, Meta: map[string]string{
-		MetaCatalogHash: list.CatalogHash,
-		MetaExecutionID: list.ExecutionID,
+	return mcpspec.ListToolsResult{Tools: tools, Meta: map[string]any{
+		mcpspec.MetaCatalogHash: list.CatalogHash,
+		mcpspec.MetaExecutionID: list.ExecutionID,
 	}}, nil
 }
 
-func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, modern bool) (any, *jsonrpc.Error) {
+func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Peer, modern bool) (any, *jsonrpc.Error) {
 	if m.Params == nil || m.Params[0] != '{' {
 		return nil, rpcwire.InvalidParams("tools/call needs an object with a tool name")
 	}
@@ -344,9 +319,9 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, mode
 	if string(meta) == "null" || (meta != nil && meta[0] != '{') {
 		meta = nil
 	}
-	req := &CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer}
+	req := &mcpspec.CallRequest{Name: name, Arguments: args, Meta: meta, Peer: peer}
 	if modern {
-		req.ProtocolVersion = ModernVersion
+		req.ProtocolVersion = mcpspec.ModernVersion
 		req.InputResponses = nonNull(m.Param("inputResponses"))
 		req.RequestState = nonNull(m.Param("requestState"))
 	}
@@ -359,15 +334,18 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, mode
 	if out.Content == nil {
 		out.Content = []json.RawMessage{}
 	}
-	if !modern && out.ResultType != "" && out.ResultType != "complete" {
+	if !modern && out.ResultType != "" && out.ResultType != mcpspec.ResultComplete {
 		c.log.Error("tools/call: a 2026-07-28 result type in an older session", "tool", name, "resultType", out.ResultType)
 		return nil, rpcwire.InternalError()
 	}
+	if out.Raw != nil {
+		return rawResult(c, name, out, modern)
+	}
 	if modern {
 		switch out.ResultType {
-		case "", "complete":
-			return modernCallResult{ResultType: "complete", CallResult: out}, nil
-		case "input_required":
+		case "", mcpspec.ResultComplete:
+			return modernCallResult{ResultType: mcpspec.ResultComplete, CallResult: out}, nil
+		case mcpspec.ResultInputRequired:
 			if out.InputRequests == nil && out.RequestState == nil {
 				c.log.Error("tools/call: input_required without inputRequests or requestState", "tool", name)
 				return nil, rpcwire.InternalError()
@@ -377,6 +355,27 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer Peer, mode
 		return modernCallResult{ResultType: out.ResultType, CallResult: out}, nil
 	}
 	return out, nil
+}
+
+// rawResult answers with a result another server wrote (mcpspec.CallResult.Raw): its
+// bytes as they are, with resultType "complete" put first in the stateless revision
+// when it has none.
+func rawResult(c *conn, name string, out mcpspec.CallResult, modern bool) (any, *jsonrpc.Error) {
+	raw := bytes.TrimSpace(out.Raw)
+	if len(raw) < 2 || raw[0] != '{' {
+		c.log.Error("tools/call: a raw result that is not a JSON object", "tool", name)
+		return nil, rpcwire.InternalError()
+	}
+	if !modern || out.ResultType != "" {
+		return json.RawMessage(raw), nil
+	}
+	rest := bytes.TrimLeft(raw[1:], " \t\r\n")
+	b := make([]byte, 0, len(raw)+len(`"resultType":"complete",`))
+	b = append(b, `{"resultType":"complete"`...)
+	if rest[0] != '}' {
+		b = append(b, ',')
+	}
+	return json.RawMessage(append(b, rest...)), nil
 }
 
 func nonNull(v json.RawMessage) json.RawMessage {
@@ -390,7 +389,7 @@ func nonNull(v json.RawMessage) json.RawMessage {
 // client's answer, the context, or the connection's end.
 func (c *conn) request(ctx context.Context, method string, params any, send func([]byte) error) (json.RawMessage, error) {
 	if !c.capable(method) {
-		return nil, ErrPeerUnsupported
+		return nil, mcpspec.ErrPeerUnsupported
 	}
 	id := rpcwire.StringID(fmt.Sprintf("toolgate-%d", c.nextID.Add(1)))
 	b, err := rpcwire.Request(id, method, params)
@@ -402,7 +401,7 @@ func (c *conn) request(ctx context.Context, method string, params any, send func
 	c.mu.Lock()
 	if c.closed {
 		c.mu.Unlock()
-		return nil, ErrPeerUnsupported
+		return nil, mcpspec.ErrPeerUnsupported
 	}
 	c.pending[key] = ch
 	c.mu.Unlock()
@@ -448,17 +447,10 @@ func (c *conn) deliver(m *rpcwire.Message) {
 	}
 }
 
-// capabilityFor names the client capability a server-to-client method needs.
-var capabilityFor = map[string]string{
-	"elicitation/create":     "elicitation",
-	"sampling/createMessage": "sampling",
-	"roots/list":             "roots",
-}
-
 func (c *conn) capable(method string) bool {
-	need, ok := capabilityFor[method]
-	if !ok {
-		return method == "ping"
+	need := mcpspec.CapabilityFor(method)
+	if need == "" {
+		return method == mcpspec.MethodPing
 	}
 	c.mu.Lock()
 	caps, ready := c.clientCaps, c.ready
@@ -477,7 +469,7 @@ func (c *conn) capabilities() json.RawMessage {
 	return c.clientCaps
 }
 
-// peerFunc adapts a send function to the Peer interface. A nil send means the
+// peerFunc adapts a send function to the mcpspec.Peer interface. A nil send means the
 // connection cannot carry server-to-client requests.
 type peerFunc struct {
 	c    *conn
@@ -488,7 +480,7 @@ func (p peerFunc) ClientCapabilities() json.RawMessage { return p.c.capabilities
 
 func (p peerFunc) Request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	if p.send == nil {
-		return nil, ErrPeerUnsupported
+		return nil, mcpspec.ErrPeerUnsupported
 	}
 	return p.c.request(ctx, method, params, p.send)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // bearerTransport adds a bearer token to every request.
@@ -60,9 +61,9 @@ var eras = []struct {
 	stateless bool
 	version   string
 }{
-	{"2025-11-25", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, true, mcpserver.LatestVersion},
-	{"fallback", nil, false, mcpserver.LatestVersion},
-	{"2026-07-28", nil, true, mcpserver.ModernVersion},
+	{"2025-11-25", &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}, true, mcpspec.LatestVersion},
+	{"fallback", nil, false, mcpspec.LatestVersion},
+	{"2026-07-28", nil, true, mcpspec.ModernVersion},
 }
 
 // exerciseSDK lists and calls tools through a connected Go SDK session.
@@ -78,7 +79,7 @@ func exerciseSDK(t *testing.T, cs *mcp.ClientSession, version string, elicit boo
 	if init.ProtocolVersion != version {
 		t.Errorf("negotiated %q, want %q", init.ProtocolVersion, version)
 	}
-	modern := version == mcpserver.ModernVersion
+	modern := version == mcpspec.ModernVersion
 	elicitHandler := elicit
 	// ping is gone in 2026-07-28: over HTTP the version header marks it modern
 	// (404, -32601); over stdio a ping without _meta is an older-era message.
@@ -93,7 +94,7 @@ func exerciseSDK(t *testing.T, cs *mcp.ClientSession, version string, elicit boo
 	if len(list.Tools) != 7 || list.Tools[0].Name != mcpservertest.ToolEcho {
 		t.Errorf("tools: %+v", list.Tools)
 	}
-	if list.Meta[mcpserver.MetaCatalogHash] != mcpservertest.CatalogHash || list.Meta[mcpserver.MetaExecutionID] != "execution-test" {
+	if list.Meta[mcpspec.MetaCatalogHash] != mcpservertest.CatalogHash || list.Meta[mcpspec.MetaExecutionID] != "execution-test" {
 		t.Errorf("_meta: %+v", list.Meta)
 	}
 	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: mcpservertest.ToolEcho, Arguments: map[string]any{"path": "a.txt", "n": 2}})
@@ -149,7 +150,7 @@ func TestSDKClientHTTP(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/elicit=%v", era.name, elicit), func(t *testing.T) {
 				turn := mcpservertest.NewTurn()
 				b, err := mcpserver.NewBridge(turn, mcpserver.BridgeOptions{
-					ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+					ServerInfo:  mcpspec.Implementation{Name: "toolgate", Version: "test"},
 					Authorize:   mcpserver.StaticToken("tok-123"),
 					NoStateless: !era.stateless,
 				})
@@ -167,7 +168,7 @@ func TestSDKClientHTTP(t *testing.T) {
 					t.Fatalf("connect: %v", err)
 				}
 				exerciseSDK(t, cs, era.version, elicit)
-				if era.version == mcpserver.ModernVersion {
+				if era.version == mcpspec.ModernVersion {
 					if cs.ID() != "" {
 						t.Errorf("a 2026-07-28 client got session %q", cs.ID())
 					}
@@ -201,7 +202,7 @@ func TestSDKClientHandler(t *testing.T) {
 		t.Run(era.name, func(t *testing.T) {
 			var tc turnCounter
 			h := mcpserver.NewHandler(mcpserver.HandlerOptions{
-				ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+				ServerInfo:  mcpspec.Implementation{Name: "toolgate", Version: "test"},
 				OpenTurn:    tc.open,
 				NoStateless: !era.stateless,
 			})
@@ -250,7 +251,7 @@ func TestSDKClientStdio(t *testing.T) {
 				done := make(chan error, 1)
 				go func() {
 					done <- mcpserver.ServeStdio(context.Background(), c2sR, s2cW, turn, mcpserver.StdioOptions{
-						ServerInfo:  mcpserver.Implementation{Name: "toolgate", Version: "test"},
+						ServerInfo:  mcpspec.Implementation{Name: "toolgate", Version: "test"},
 						NoStateless: !era.stateless,
 					})
 					s2cW.Close()

@@ -152,7 +152,8 @@ func TestHandlerIdleReaping(t *testing.T) {
 	})
 }
 
-// TestHandlerOpenTurnFailure: a failing OpenTurn is a 500 with no details and no
+// TestHandlerOpenTurnFailure: a failing OpenTurn is a 503 catalog_unavailable, as the
+// HTTP API answers a turn it cannot open (internal/httpwire), with no details and no
 // session.
 func TestHandlerOpenTurnFailure(t *testing.T) {
 	h := mcpserver.NewHandler(mcpserver.HandlerOptions{OpenTurn: func(context.Context, string) (mcpserver.Turn, error) {
@@ -160,7 +161,7 @@ func TestHandlerOpenTurnFailure(t *testing.T) {
 	}})
 	defer h.Close()
 	rec := post(h, initBody)
-	if rec.Code != http.StatusInternalServerError || rec.Body.String() != `{"error":"internal_error"}` || h.Sessions() != 0 {
+	if rec.Code != http.StatusServiceUnavailable || rec.Body.String() != `{"error":"catalog_unavailable"}` || h.Sessions() != 0 {
 		t.Errorf("got %d %s, %d sessions", rec.Code, rec.Body, h.Sessions())
 	}
 }

@@ -11,12 +11,13 @@ import (
 	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
 // StdioOptions configures ServeStdio.
 type StdioOptions struct {
-	ServerInfo   Implementation
+	ServerInfo   mcpspec.Implementation
 	Instructions string
 	// Logger receives failures; it must not write to the protocol stream. Nil
 	// discards.

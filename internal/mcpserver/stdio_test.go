@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // stdioInit opens a stdio session (its answer has id 0).
@@ -65,7 +66,7 @@ func TestStdioAnswers(t *testing.T) {
 		`{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"test.panic"}}`,
 		`{"jsonrpc":"2.0","id":9,"method":"ping"}`, // last line without a newline
 	}, "\n")
-	lines := runStdio(t, input, mcpserver.StdioOptions{ServerInfo: mcpserver.Implementation{Name: "toolgate", Version: "t"}})
+	lines := runStdio(t, input, mcpserver.StdioOptions{ServerInfo: mcpspec.Implementation{Name: "toolgate", Version: "t"}})
 	want := []string{
 		`{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-03-26","capabilities":{"tools":{"listChanged":false}},"serverInfo":{"name":"toolgate","version":"t"}}}`,
 		`"id":2,"result":{"tools":[`,

@@ -19,6 +19,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpserver/mcpservertest"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 var update = flag.Bool("update", false, "rewrite the expected responses of testdata/wire/*.txtar")
@@ -30,7 +31,8 @@ var wireHeaders = []string{"Allow", "Cache-Control", "Content-Type", "Mcp-Sessio
 // comment: server: bridge|handler; auth: TOKEN[=PRINCIPAL],...; max-body: N;
 // stateless: false turns the 2026-07-28 revision off, which is on by default;
 // max-sessions: N and max-sessions-per-principal: N for the handler;
-// no-tools: PRINCIPAL,... for principals whose handler Turns publish no tool),
+// no-tools: PRINCIPAL,... for principals whose handler Turns publish no tool;
+// open-fails: PRINCIPAL,... for principals whose handler Turns cannot be opened),
 // then alternating "request" and "response" files. A request is raw HTTP; in it
 // {{session}} is the session id the server issued and {{foreign}} an id no server
 // issued. A response is "HTTP <status>", the pinned headers, a blank line and the
@@ -46,6 +48,8 @@ type wireCase struct {
 	maxSessions, maxPerPrincipal int
 	// noTools are principals that can see no tool.
 	noTools map[string]bool
+	// openFails are principals whose Turns cannot be opened.
+	openFails map[string]bool
 }
 
 func parseDirectives(t *testing.T, comment string) wireCase {
@@ -67,10 +71,15 @@ func parseDirectives(t *testing.T, comment string) wireCase {
 			}
 		case "stateless":
 			wc.stateless = v != "false"
-		case "no-tools":
-			wc.noTools = map[string]bool{}
+		case "no-tools", "open-fails":
+			set := map[string]bool{}
 			for _, p := range strings.Split(v, ",") {
-				wc.noTools[strings.TrimSpace(p)] = true
+				set[strings.TrimSpace(p)] = true
+			}
+			if strings.TrimSpace(k) == "no-tools" {
+				wc.noTools = set
+			} else {
+				wc.openFails = set
 			}
 		case "max-body":
 			n, err := strconv.ParseInt(v, 10, 64)
@@ -103,7 +112,7 @@ type wireServer struct {
 
 func newWireServer(t *testing.T, wc wireCase) *wireServer {
 	t.Helper()
-	info := mcpserver.Implementation{Name: "toolgate", Version: "test"}
+	info := mcpspec.Implementation{Name: "toolgate", Version: "test"}
 	switch wc.server {
 	case "bridge":
 		opts := mcpserver.BridgeOptions{ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless}
@@ -131,6 +140,9 @@ func newWireServer(t *testing.T, wc wireCase) *wireServer {
 			ServerInfo: info, Instructions: "Test instructions.", MaxBodyBytes: wc.maxBody, NoStateless: !wc.stateless,
 			MaxSessions: wc.maxSessions, MaxSessionsPerPrincipal: wc.maxPerPrincipal,
 			OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
+				if wc.openFails[principal] {
+					return nil, fmt.Errorf("resolving the catalogue of %s: a secret cause", principal)
+				}
 				t := mcpservertest.NewTurn()
 				t.Empty = wc.noTools[principal]
 				return t, nil

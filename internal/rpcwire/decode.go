@@ -17,7 +17,7 @@
 //
 // The wire types and ID handling are the Go SDK's jsonrpc package; this package
 // adds what the SDK leaves out: batches, strict decoding, and the error mapping of
-// the seed's table (-32700, -32600).
+// docs/http-contract.md's table (-32700, -32600).
 package rpcwire
 
 import (

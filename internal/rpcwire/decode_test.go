@@ -61,9 +61,9 @@ func TestDecodeValidMessages(t *testing.T) {
 	}
 }
 
-// TestDecodeHostile pins the seed's error table: not JSON, or no usable id and not
-// a message → -32700 with a null id; a usable id but not a request → -32600 with
-// that id.
+// TestDecodeHostile pins the error table of docs/http-contract.md: not JSON, or no
+// usable id and not a message → -32700 with a null id; a usable id but not a request →
+// -32600 with that id.
 func TestDecodeHostile(t *testing.T) {
 	tests := []struct {
 		name, in string

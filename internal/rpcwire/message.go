@@ -383,29 +383,9 @@ func Encode(v any) (json.RawMessage, error) {
 
 // DecodeValue parses one JSON value strictly (the same rules as messages:
 // duplicate or case-variant members, depth) into plain Go values with numbers as
-// json.Number. Callers use it for values that did not arrive as a message.
+// json.Number. Callers use it for values that did not arrive as a message; it is
+// Value without the canonical encoding.
 func DecodeValue(data []byte) (any, error) {
-	if !bytesValidUTF8(data) {
-		return nil, fmt.Errorf("decoding JSON: not valid UTF-8")
-	}
-	st := &objState{}
-	s := &scanner{in: data, maxDepth: MaxDepth, st: st}
-	if err := s.value(1); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %s", s.parseErr(err).Message)
-	}
-	if err := s.end(); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %s", s.parseErr(err).Message)
-	}
-	if st.violation != "" {
-		return nil, fmt.Errorf("decoding JSON: %s", st.violation)
-	}
-	// The canonical encoding has no duplicate or case-variant names left, so
-	// encoding/json reads it exactly as it was read here.
-	dec := json.NewDecoder(bytes.NewReader(s.out))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("decoding JSON: %w", err)
-	}
-	return v, nil
+	v, _, err := Value(data)
+	return v, err
 }

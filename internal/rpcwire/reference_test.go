@@ -170,7 +170,7 @@ func (p *refParser) value(depth int, st *objState) (any, error) {
 	}
 }
 
-// refDecideItem applies the seed's error table to one parsed element: a message
+// refDecideItem applies the error table of docs/http-contract.md to one parsed element: a message
 // that is not a valid JSON-RPC message is -32600 when its id is usable, else
 // -32700 (with a null id).
 func refDecideItem(v any, st *objState) Item {

@@ -59,7 +59,7 @@ type scanner struct {
 	// those of the objects enclosing it and pops them when it closes.
 	members []member
 	scratch []byte
-	names   map[string]string // see name
+	names   nameCache
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
@@ -123,7 +123,23 @@ func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 // number reads the JSON number grammar, longest match, and keeps it as written.
 func (s *scanner) number() error {
-	in, i := s.in, s.pos
+	i := numberEnd(s.in, s.pos)
+	if i < 0 {
+		return errSyntax
+	}
+	s.out = append(s.out, s.in[s.pos:i]...)
+	s.pos = i
+	return nil
+}
+
+// numberEnd returns the end of the JSON number (the longest match of its grammar) that
+// starts at in[i], or -1 when none does.
+func numberEnd(in []byte, i int) int {
+	digits := func() {
+		for i < len(in) && isDigit(in[i]) {
+			i++
+		}
+	}
 	if i < len(in) && in[i] == '-' {
 		i++
 	}
@@ -131,20 +147,16 @@ func (s *scanner) number() error {
 	case i < len(in) && in[i] == '0':
 		i++
 	case i < len(in) && in[i] >= '1' && in[i] <= '9':
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
+		digits()
 	default:
-		return errSyntax
+		return -1
 	}
 	if i < len(in) && in[i] == '.' {
 		i++
 		if i >= len(in) || !isDigit(in[i]) {
-			return errSyntax
+			return -1
 		}
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
+		digits()
 	}
 	if i < len(in) && (in[i] == 'e' || in[i] == 'E') {
 		i++
@@ -152,15 +164,11 @@ func (s *scanner) number() error {
 			i++
 		}
 		if i >= len(in) || !isDigit(in[i]) {
-			return errSyntax
+			return -1
 		}
-		for i < len(in) && isDigit(in[i]) {
-			i++
-		}
+		digits()
 	}
-	s.out = append(s.out, in[s.pos:i]...)
-	s.pos = i
-	return nil
+	return i
 }
 
 func (s *scanner) array(depth int) error {
@@ -466,20 +474,26 @@ const (
 	maxNameLen = 64
 )
 
-// name returns b as a string, from the names already seen when it is one.
-func (s *scanner) name(b []byte) string {
-	if n, ok := s.names[string(b)]; ok {
+// nameCache holds the short member names one read has seen.
+type nameCache map[string]string
+
+// get returns b as a string, from the names already seen when it is one.
+func (c *nameCache) get(b []byte) string {
+	if n, ok := (*c)[string(b)]; ok {
 		return n
 	}
 	n := string(b)
-	if len(b) <= maxNameLen && len(s.names) < maxNames {
-		if s.names == nil {
-			s.names = make(map[string]string)
+	if len(b) <= maxNameLen && len(*c) < maxNames {
+		if *c == nil {
+			*c = make(nameCache)
 		}
-		s.names[n] = n
+		(*c)[n] = n
 	}
 	return n
 }
+
+// name returns b as a string, from the names already seen when it is one.
+func (s *scanner) name(b []byte) string { return s.names.get(b) }
 
 // startVal begins the decoded value with what out holds of it so far, the
 // first time the two differ.

@@ -72,9 +72,9 @@ func mustRun(t testing.TB, tool *kernel.Tool, command string) (string, map[strin
 	return out.Text, m
 }
 
+// codeOf is the reason code the kernel reports for a tool's error.
 func codeOf(err error) kernel.Code {
-	var ke *kernel.Error
-	if errors.As(err, &ke) {
+	if ke, ok := kernel.AsError(err); ok {
 		return ke.Code
 	}
 	return ""

@@ -13,17 +13,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 	"github.com/toolgate/toolgate/internal/version"
 )
-
-// LatestProtocolVersion is the version initialize offers: the newest revision
-// that has the initialize handshake.
-const LatestProtocolVersion = "2025-11-25"
-
-// SupportedProtocolVersions are the versions accepted in initialize's answer,
-// newest first.
-var SupportedProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"}
 
 // Defaults of Options.
 const (
@@ -34,12 +27,6 @@ const (
 	// maxBackground bounds the best-effort writes waiting at once.
 	maxBackground = 32
 )
-
-// Implementation names a client in initialize.
-type Implementation struct {
-	Name    string `json:"name"`
-	Version string `json:"version"`
-}
 
 // RequestHandler answers a request the upstream sends to the client (ping,
 // roots/list, sampling/createMessage, elicitation/create…). It runs on its own
@@ -68,7 +55,7 @@ type ProgressFunc func(params json.RawMessage)
 // Options configures a connection. The zero value is usable.
 type Options struct {
 	// ClientInfo is initialize's clientInfo (default toolgate and its version).
-	ClientInfo Implementation
+	ClientInfo mcpspec.Implementation
 	// Capabilities is initialize's capabilities, a raw JSON object (default {}).
 	// Declare only what OnRequest answers.
 	Capabilities json.RawMessage
@@ -98,7 +85,7 @@ type Options struct {
 
 func (o Options) withDefaults() Options {
 	if o.ClientInfo.Name == "" {
-		o.ClientInfo = Implementation{Name: "toolgate", Version: version.String()}
+		o.ClientInfo = mcpspec.Implementation{Name: "toolgate", Version: version.String()}
 	}
 	if len(o.Capabilities) == 0 {
 		o.Capabilities = json.RawMessage(`{}`)
@@ -291,9 +278,9 @@ func (c *Conn) start(ctx context.Context, t transport) error {
 }
 
 type initializeParams struct {
-	ProtocolVersion string          `json:"protocolVersion"`
-	Capabilities    json.RawMessage `json:"capabilities"`
-	ClientInfo      Implementation  `json:"clientInfo"`
+	ProtocolVersion string                 `json:"protocolVersion"`
+	Capabilities    json.RawMessage        `json:"capabilities"`
+	ClientInfo      mcpspec.Implementation `json:"clientInfo"`
 }
 
 // probeTimeout bounds server/discover when probing a stdio server: an older
@@ -345,7 +332,7 @@ func (c *Conn) statelessHandshake(ctx context.Context) error {
 }
 
 func (c *Conn) legacyHandshake(ctx context.Context) error {
-	params, err := rpcwire.Encode(initializeParams{LatestProtocolVersion, c.opts.Capabilities, c.opts.ClientInfo})
+	params, err := rpcwire.Encode(initializeParams{mcpspec.LatestVersion, c.opts.Capabilities, c.opts.ClientInfo})
 	if err != nil {
 		return fmt.Errorf("upstream: encoding initialize: %w", err)
 	}
@@ -362,12 +349,10 @@ func (c *Conn) legacyHandshake(ctx context.Context) error {
 	if err := json.Unmarshal(res, &r); err != nil {
 		return fmt.Errorf("upstream: initialize result is not an InitializeResult: %w", err)
 	}
-	supported := false
-	for _, v := range SupportedProtocolVersions {
-		supported = supported || v == r.ProtocolVersion
-	}
-	if !supported {
-		return &UnsupportedVersionError{Offered: LatestProtocolVersion, Answered: r.ProtocolVersion}
+	// initialize offers mcpspec.LatestVersion, the newest revision that has the
+	// handshake, and accepts an answer naming any session-based revision.
+	if !mcpspec.IsSessionVersion(r.ProtocolVersion) {
+		return &UnsupportedVersionError{Offered: mcpspec.LatestVersion, Answered: r.ProtocolVersion}
 	}
 	c.hs = Handshake{
 		Era:             EraLegacy,

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
@@ -23,7 +24,7 @@ import (
 func TestHandshake(t *testing.T) {
 	c, _, _ := dial(t, upstream.Options{})
 	hs := c.Handshake()
-	if hs.ProtocolVersion != upstream.LatestProtocolVersion {
+	if hs.ProtocolVersion != mcpspec.LatestVersion {
 		t.Errorf("protocol version %q", hs.ProtocolVersion)
 	}
 	if string(hs.ServerInfo) != `{"name":"toolgate-fixture","version":"1.0.0","x-extra":1.50}` {
@@ -44,7 +45,7 @@ func TestHandshake(t *testing.T) {
 }
 
 func TestVersionNegotiation(t *testing.T) {
-	for _, v := range upstream.SupportedProtocolVersions {
+	for _, v := range mcpspec.SessionVersions {
 		c, _, _ := dial(t, upstream.Options{}, "-version", v)
 		if got := c.Handshake().ProtocolVersion; got != v {
 			t.Errorf("answered %s, recorded %s", v, got)

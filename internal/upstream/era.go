@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
-// StatelessProtocolVersion is the stateless revision: no initialize, no
-// session, server/discover and per-request _meta instead.
-const StatelessProtocolVersion = "2026-07-28"
+// StatelessProtocolVersion is the stateless revision (mcpspec.ModernVersion): no
+// initialize, no session, server/discover and per-request _meta instead.
+const StatelessProtocolVersion = mcpspec.ModernVersion
 
 // Era is how a connection talks to its server. One connection has one era
 // for its whole life: a legacy connection never sends server/discover or

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"syscall"
+
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // ErrClosed is matched (errors.Is) by every error that reports a connection that
@@ -132,7 +134,7 @@ type UnsupportedVersionError struct {
 
 func (e *UnsupportedVersionError) Error() string {
 	return fmt.Sprintf("upstream: server answered protocol version %q to %q; supported: %s",
-		e.Answered, e.Offered, strings.Join(SupportedProtocolVersions, ", "))
+		e.Answered, e.Offered, strings.Join(mcpspec.SessionVersions, ", "))
 }
 
 // ExitStatus is how a process ended.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
@@ -146,7 +147,7 @@ func TestStreamableAgainstSDKServer(t *testing.T) {
 			srv := httptest.NewServer(rec)
 			t.Cleanup(srv.Close) // after the connection closes (cleanups run last first)
 			c := dialHTTP(t, upstream.HTTPSpec{URL: srv.URL}, upstream.Options{})
-			if c.Transport() != "streamable-http" || c.Handshake().ProtocolVersion != upstream.LatestProtocolVersion {
+			if c.Transport() != "streamable-http" || c.Handshake().ProtocolVersion != mcpspec.LatestVersion {
 				t.Errorf("transport %s, version %s", c.Transport(), c.Handshake().ProtocolVersion)
 			}
 			list, err := c.Call(testCtx(t), "tools/list", nil)
@@ -221,7 +222,7 @@ func TestStandaloneStreamHandWritten(t *testing.T) {
 	}
 	for _, r := range s.Requests() {
 		if r.Method == http.MethodGet {
-			if r.Header.Get("X-Api-Key") != "k-123" || r.Header.Get("Mcp-Protocol-Version") != upstream.LatestProtocolVersion ||
+			if r.Header.Get("X-Api-Key") != "k-123" || r.Header.Get("Mcp-Protocol-Version") != mcpspec.LatestVersion ||
 				!strings.HasPrefix(r.Header.Get("Mcp-Session-Id"), "session-") || r.Header.Get("Accept") != "text/event-stream" {
 				t.Errorf("GET stream headers: %v", r.Header)
 			}
@@ -280,7 +281,7 @@ func TestHTTPHeaders(t *testing.T) {
 		if i == 0 && (pv != "" || r.Header.Get("Mcp-Session-Id") != "") {
 			t.Errorf("initialize carried %q / %q", pv, r.Header.Get("Mcp-Session-Id"))
 		}
-		if i > 0 && (pv != upstream.LatestProtocolVersion || !strings.HasPrefix(r.Header.Get("Mcp-Session-Id"), "session-")) {
+		if i > 0 && (pv != mcpspec.LatestVersion || !strings.HasPrefix(r.Header.Get("Mcp-Session-Id"), "session-")) {
 			t.Errorf("request %d (%s): Mcp-Protocol-Version %q, Mcp-Session-Id %q", i, r.Method, pv, r.Header.Get("Mcp-Session-Id"))
 		}
 	}

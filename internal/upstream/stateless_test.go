@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
@@ -37,7 +38,7 @@ func bodyOf(t *testing.T, r upstreamtest.Request) map[string]json.RawMessage {
 // reach the caller byte for byte.
 func TestStatelessAgainstStrictServer(t *testing.T) {
 	s := upstreamtest.NewStatelessServer(t, nil)
-	c := statelessDial(t, s.URL, upstream.Options{ClientInfo: upstream.Implementation{Name: "probe", Version: "9"}, Capabilities: json.RawMessage(`{"elicitation":{}}`)})
+	c := statelessDial(t, s.URL, upstream.Options{ClientInfo: mcpspec.Implementation{Name: "probe", Version: "9"}, Capabilities: json.RawMessage(`{"elicitation":{}}`)})
 	hs := c.Handshake()
 	if c.Era() != upstream.EraStateless || hs.Era != upstream.EraStateless || hs.ProtocolVersion != "2026-07-28" {
 		t.Fatalf("era %v, handshake %+v", c.Era(), hs)
@@ -145,7 +146,7 @@ func TestProbe(t *testing.T) {
 
 	old := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{Session: true})
 	c = dialHTTP(t, upstream.HTTPSpec{URL: old.URL, NoStandaloneStream: true}, upstream.Options{Era: upstream.EraProbe})
-	if c.Era() != upstream.EraLegacy || c.Handshake().ProtocolVersion != upstream.LatestProtocolVersion {
+	if c.Era() != upstream.EraLegacy || c.Handshake().ProtocolVersion != mcpspec.LatestVersion {
 		t.Fatalf("probe of a legacy server: era %v version %s", c.Era(), c.Handshake().ProtocolVersion)
 	}
 	if _, err := c.Call(testCtx(t), "tools/list", nil); err != nil {

@@ -22,11 +22,10 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/protect"
 )
 
-// maxLinks bounds how many symbolic links one resolution follows, as the kernel's
+// maxLinks bounds how many symbolic links one resolution follows, as Linux's
 // MAXSYMLINKS does, so a link cycle is an error instead of a loop.
 const maxLinks = 40
 
@@ -113,9 +112,7 @@ func (w *Workspace) Root() *os.Root { return w.root }
 func (w *Workspace) Close() error { return w.root.Close() }
 
 // outside builds the refusal every confinement failure returns.
-func outside(p, why string) error {
-	return kernel.Denied(kernel.CodePathOutsideWorkspace, "path %q is outside the workspace: %s", p, why)
-}
+func outside(p, why string) error { return &OutsideError{Path: p, Reason: why} }
 
 // Clean checks a user path lexically, without touching the disk, and returns it as a
 // clean workspace-relative slash path ("." for the root). It refuses empty paths,
@@ -226,7 +223,7 @@ func (w *Workspace) resolve(orig, rel string) (string, error) {
 		}
 		links++
 		if links > maxLinks {
-			return "", kernel.Failed(kernel.CodeToolFailed, "resolving %q: too many levels of symbolic links", orig)
+			return "", fmt.Errorf("resolving %q: %w", orig, ErrTooManyLinks)
 		}
 		target, err := w.root.Readlink(cur)
 		if err != nil {

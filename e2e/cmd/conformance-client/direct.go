@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/toolgate/toolgate/internal/keystore"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/netguard"
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -76,7 +77,7 @@ func openDirect(ctx context.Context, serverURL string, st setup, log *slog.Logge
 	}
 	d.conn, err = upstream.DialHTTP(ctx, upstream.HTTPSpec{URL: serverURL, Auth: d.auth, Transport: netguard.NewTransport(guard)}, upstream.Options{
 		Era:          upstream.EraProbe,
-		ClientInfo:   upstream.Implementation{Name: "toolgate-conformance", Version: version.String()},
+		ClientInfo:   mcpspec.Implementation{Name: "toolgate-conformance", Version: version.String()},
 		Capabilities: json.RawMessage(`{"elicitation":{}}`),
 		OnRequest:    answerServerRequest,
 		Logger:       log,

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mcpspec"
 )
 
 // Tools published by NewTurn. Their behaviour:
@@ -40,7 +41,7 @@ const (
 // Turn is a fake Turn. The zero value is not usable; call NewTurn.
 type Turn struct {
 	mu      sync.Mutex
-	calls   []mcpserver.CallRequest
+	calls   []mcpspec.CallRequest
 	closed  int
 	release chan struct{}
 	started chan string
@@ -82,14 +83,14 @@ var elicitParams = map[string]any{
 const CatalogHash = "0000000000000000000000000000000000000000000000000000000000000000"
 
 // ListTools implements mcpserver.Turn.
-func (t *Turn) ListTools(ctx context.Context) (*mcpserver.ToolList, error) {
+func (t *Turn) ListTools(ctx context.Context) (*mcpspec.ToolList, error) {
 	if t.ListErr != nil {
 		return nil, t.ListErr
 	}
 	if t.Empty {
-		return &mcpserver.ToolList{Tools: []json.RawMessage{}, CatalogHash: CatalogHash, ExecutionID: t.ExecutionID}, nil
+		return &mcpspec.ToolList{Tools: []json.RawMessage{}, CatalogHash: CatalogHash, ExecutionID: t.ExecutionID}, nil
 	}
-	return &mcpserver.ToolList{
+	return &mcpspec.ToolList{
 		Tools: []json.RawMessage{
 			tool(ToolEcho, "Returns its arguments."),
 			tool(ToolFail, "Always fails."),
@@ -109,17 +110,17 @@ func text(s string) []json.RawMessage {
 	return []json.RawMessage{b}
 }
 
-func refusal(status, code, msg string) *mcpserver.CallResult {
+func refusal(status, code, msg string) *mcpspec.CallResult {
 	body, _ := json.Marshal(map[string]string{"status": status, "code": code, "message": msg})
-	return &mcpserver.CallResult{
+	return &mcpspec.CallResult{
 		Content: text(string(body)),
 		IsError: true,
-		Meta:    map[string]any{"toolgate/status": status, "toolgate/code": code},
+		Meta:    map[string]any{mcpspec.MetaStatus: status, mcpspec.MetaCode: code},
 	}
 }
 
 // CallTool implements mcpserver.Turn.
-func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpserver.CallResult, error) {
+func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
 	t.mu.Lock()
 	t.calls = append(t.calls, *req)
 	closed := t.closed > 0
@@ -137,7 +138,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		if args == nil {
 			args = json.RawMessage(`{}`)
 		}
-		return &mcpserver.CallResult{Content: text(string(args)), StructuredContent: args}, nil
+		return &mcpspec.CallResult{Content: text(string(args)), StructuredContent: args}, nil
 	case ToolFail:
 		return refusal("failed", "tool_failed", "this tool always fails"), nil
 	case ToolElicit:
@@ -145,13 +146,13 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 		if err != nil {
 			return refusal("failed", "tool_failed", err.Error()), nil
 		}
-		return &mcpserver.CallResult{Content: text(string(ans))}, nil
+		return &mcpspec.CallResult{Content: text(string(ans))}, nil
 	case ToolBlock:
 		select {
 		case <-ctx.Done():
 			return refusal("failed", "timeout", "cancelled"), nil
 		case <-t.release:
-			return &mcpserver.CallResult{Content: text("released")}, nil
+			return &mcpspec.CallResult{Content: text("released")}, nil
 		}
 	case ToolAsk:
 		if req.ProtocolVersion == "" {
@@ -159,7 +160,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 			if err != nil {
 				return refusal("failed", "tool_failed", err.Error()), nil
 			}
-			return &mcpserver.CallResult{Content: text(string(ans))}, nil
+			return &mcpspec.CallResult{Content: text(string(ans))}, nil
 		}
 		if req.InputResponses == nil {
 			var caps map[string]json.RawMessage
@@ -169,12 +170,12 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpserver.CallRequest) (*mcpse
 				return refusal("failed", "tool_failed", "the client cannot answer questions"), nil
 			}
 			ir, _ := json.Marshal(map[string]any{"q": map[string]any{"method": "elicitation/create", "params": elicitParams}})
-			return &mcpserver.CallResult{ResultType: "input_required", InputRequests: ir, RequestState: json.RawMessage(`"asked"`)}, nil
+			return &mcpspec.CallResult{ResultType: mcpspec.ResultInputRequired, InputRequests: ir, RequestState: json.RawMessage(`"asked"`)}, nil
 		}
 		if string(req.RequestState) != `"asked"` {
 			return refusal("failed", "tool_failed", "unknown request state"), nil
 		}
-		return &mcpserver.CallResult{Content: text(string(req.InputResponses))}, nil
+		return &mcpspec.CallResult{Content: text(string(req.InputResponses))}, nil
 	case ToolBoom:
 		return nil, errors.New("secret internal detail")
 	case ToolPanic:
@@ -199,10 +200,10 @@ func (t *Turn) Release() {
 func (t *Turn) Started() <-chan string { return t.started }
 
 // Calls returns the calls received so far.
-func (t *Turn) Calls() []mcpserver.CallRequest {
+func (t *Turn) Calls() []mcpspec.CallRequest {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return append([]mcpserver.CallRequest(nil), t.calls...)
+	return append([]mcpspec.CallRequest(nil), t.calls...)
 }
 
 // Close implements io.Closer: the MCP layer closes a Turn when its session ends.
@@ -220,7 +221,7 @@ func (t *Turn) Closed() int {
 	return t.closed
 }
 
-// Peer is a fake mcpserver.Peer answering every request with Answer (or Err).
+// Peer is a fake mcpspec.Peer answering every request with Answer (or Err).
 type Peer struct {
 	Caps   json.RawMessage
 	Answer json.RawMessage
@@ -230,10 +231,10 @@ type Peer struct {
 	Requests []string
 }
 
-// ClientCapabilities implements mcpserver.Peer.
+// ClientCapabilities implements mcpspec.Peer.
 func (p *Peer) ClientCapabilities() json.RawMessage { return p.Caps }
 
-// Request implements mcpserver.Peer.
+// Request implements mcpspec.Peer.
 func (p *Peer) Request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	p.mu.Lock()
 	p.Requests = append(p.Requests, method)
@@ -246,5 +247,5 @@ func (p *Peer) Request(ctx context.Context, method string, params any) (json.Raw
 
 var (
 	_ mcpserver.Turn = (*Turn)(nil)
-	_ mcpserver.Peer = (*Peer)(nil)
+	_ mcpspec.Peer   = (*Peer)(nil)
 )
