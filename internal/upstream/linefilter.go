@@ -97,6 +97,14 @@ func (f *lineFilter) next() error {
 		if err != nil {
 			f.pendingErr = err
 		}
+		// The +2 above lets a line's own terminator through; the message itself
+		// (an unterminated last line included) is held to the cap.
+		if len(bytes.TrimRight(line, "\r\n")) > f.max {
+			var sc idScan
+			sc.feed(line)
+			f.dropOversize(len(line), &sc)
+			return nil
+		}
 		f.accept(line)
 		if err != nil && len(f.out) == 0 {
 			return err
@@ -146,6 +154,12 @@ func (f *lineFilter) skipOversize(chunk []byte, err error) {
 	if err != nil {
 		f.pendingErr = err
 	}
+	f.dropOversize(size, &sc)
+}
+
+// dropOversize counts (and, thinned, logs) one message dropped for its size and
+// reports its id, when it had one, so that only its own call fails.
+func (f *lineFilter) dropOversize(size int, sc *idScan) {
 	n := f.st.oversized.Add(1)
 	if logWorthy(n) {
 		f.log.Warn("upstream message over the size cap; dropped",
