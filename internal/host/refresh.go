@@ -76,6 +76,17 @@ func (c *conn) notify(method string, _ json.RawMessage) {
 // refresh refetches the lists in k (plus any pending) over a live connection,
 // preferring prefer, and publishes and persists the result when its content changed.
 func (r *runtime) refresh(ctx context.Context, k kind, prefer *conn) error {
+	return r.refreshOver(ctx, k, prefer, false)
+}
+
+// refreshOwn is the fetch a connection makes when it goes live: over that
+// connection only. If it died before its turn, whichever connection replaced it
+// makes its own start fetch, so falling through to it would fetch twice.
+func (r *runtime) refreshOwn(ctx context.Context, c *conn) error {
+	return r.refreshOver(ctx, allKinds, c, true)
+}
+
+func (r *runtime) refreshOver(ctx context.Context, k kind, prefer *conn, only bool) error {
 	select {
 	case r.refreshSem <- struct{}{}:
 	case <-ctx.Done():
@@ -96,6 +107,9 @@ func (r *runtime) refresh(ctx context.Context, k kind, prefer *conn) error {
 		return nil
 	}
 	c := r.pickConnLocked(prefer)
+	if only && c != prefer {
+		c = nil
+	}
 	if c == nil || !c.acquire() {
 		r.pending |= k // the next start fetches everything anyway
 		r.mu.Unlock()

@@ -527,7 +527,7 @@ func (r *runtime) liveLocked(s *slot, c *conn, sess Session) {
 	r.armHealthLocked(c)
 	go r.watch(c)
 	if s.key == "" || !r.catFresh {
-		go func() { _ = r.refresh(r.h.ctx, allKinds, c) }()
+		go func() { _ = r.refreshOwn(r.h.ctx, c) }()
 	}
 	r.recomputeLocked(ReasonStarted)
 	att.finish(nil)
