@@ -19,13 +19,24 @@ import (
 // kill -9 of the daemon while it is writing files must never leave a file written
 // (an executed call) without the allowed event that authorized it, and must leave the
 // audit chain verifiable.
+// It holds at every audit durability level (docs/performance.md): both promise that
+// an event survives the process.
 func TestKill9NeverLosesAnExecutedCall(t *testing.T) {
+	for _, level := range []string{"process", "power"} {
+		t.Run(level, func(t *testing.T) { kill9NeverLosesAnExecutedCall(t, level) })
+	}
+}
+
+func kill9NeverLosesAnExecutedCall(t *testing.T, level string) {
 	data, toks := setup(t, nil, "default")
 	ws := workspaceDir(t)
 	const rounds, workers, killAfter = 3, 8, 25
 	tok := toks["default"]
 	for round := 0; round < rounds; round++ {
-		d := startServe(t, data, ws)
+		d := startServe(t, data, ws, "--audit-durability", level)
+		if want := "toolgate: audit durability " + level + "\n"; !strings.Contains(d.stderr.String(), want) {
+			t.Fatalf("serve did not take the level: %q not in\n%s", want, d.stderr.String())
+		}
 		var ok atomic.Int64
 		killed := make(chan struct{})
 		var once sync.Once

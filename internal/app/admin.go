@@ -39,8 +39,10 @@ const MaxTokenBytes = exectoken.MaxLen
 
 // OpenAdmin opens (creating if needed) the data directory's store: the embedded SQLite
 // store in dataDir, or the PostgreSQL database databaseURL names (CheckDatabaseURL).
+// Administrative changes (grants, revocations, switches) are rare and must not be
+// lost, so they always commit at power durability.
 func OpenAdmin(ctx context.Context, dataDir, databaseURL string) (*Admin, error) {
-	st, err := store.OpenDatabase(ctx, dataDir, databaseURL)
+	st, err := store.OpenDatabase(ctx, dataDir, databaseURL, store.WithDurability(store.DurabilityPower))
 	if err != nil {
 		return nil, err
 	}
@@ -54,6 +56,16 @@ const EnvDatabaseURL = store.EnvDatabaseURL
 // CheckDatabaseURL refuses a value that is not a PostgreSQL URL; its errors never repeat
 // the value (it may hold a password).
 func CheckDatabaseURL(raw string) error { return store.CheckDatabaseURL(raw) }
+
+// EnvAuditDurability names the environment variable that selects the audit durability
+// level when no --audit-durability is given (docs/performance.md).
+const EnvAuditDurability = "TOOLGATE_AUDIT_DURABILITY"
+
+// Durability is how far a call's audit event has travelled before its tool runs.
+type Durability = store.Durability
+
+// ParseDurability accepts "process", "power", or "" (the default, process).
+func ParseDurability(s string) (Durability, error) { return store.ParseDurability(s) }
 
 // Close closes the store.
 func (m *Admin) Close() error { return m.st.Close() }

@@ -42,6 +42,9 @@ type Options struct {
 	Tools []*kernel.Tool
 	// Logger receives internal failures; nil discards.
 	Logger *slog.Logger
+	// Durability is how far a call's audit event has travelled before the tool runs
+	// (store.Durability; docs/performance.md); empty is store.DefaultDurability.
+	Durability store.Durability
 }
 
 // TurnRequest opens one turn.
@@ -143,7 +146,7 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 			return nil, err // it names the file and the fix already
 		}
 	}
-	st, err := store.OpenDatabase(ctx, opts.DataDir, opts.DatabaseURL)
+	st, err := store.OpenDatabase(ctx, opts.DataDir, opts.DatabaseURL, store.WithDurability(opts.Durability))
 	if errors.Is(err, datadir.ErrUnsafe) {
 		return nil, err // it names the file and the fix already
 	}
@@ -348,6 +351,9 @@ func (a *App) Register(tools ...*kernel.Tool) error { return a.k.Register(tools.
 // Store is the App's store, for tests that set up or inspect it directly. Commands go
 // through the App's methods and Admin instead.
 func (a *App) Store() *store.Store { return a.st }
+
+// Durability is the audit durability level the store was opened with.
+func (a *App) Durability() Durability { return a.st.Durability() }
 
 // Database names the PostgreSQL database the App uses, password redacted, or "" for the
 // embedded SQLite store in the data directory.

@@ -35,5 +35,23 @@ func (e *Env) openApp(ctx context.Context, dataDir string, tools []*kernel.Tool,
 	if err != nil {
 		return nil, err
 	}
-	return app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log})
+	d, err := e.durability()
+	if err != nil {
+		return nil, err
+	}
+	return app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log, Durability: d})
+}
+
+// durability resolves --audit-durability, then $TOOLGATE_AUDIT_DURABILITY; neither
+// selects the default (docs/performance.md).
+func (e *Env) durability() (app.Durability, error) {
+	v, from := e.auditDurability, "--audit-durability"
+	if v == "" {
+		v, from = os.Getenv(app.EnvAuditDurability), app.EnvAuditDurability
+	}
+	d, err := app.ParseDurability(v)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", from, err)
+	}
+	return d, nil
 }

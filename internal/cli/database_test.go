@@ -92,3 +92,22 @@ func TestRunStdioRefusedWithADatabaseURL(t *testing.T) {
 		t.Errorf("run --stdio with a database URL: %d %q", r.code, r.errOut)
 	}
 }
+
+// An unknown audit durability level is refused, naming where it came from, before the
+// store is opened; the flag wins over the environment.
+func TestAuditDurabilityRefused(t *testing.T) {
+	dir := testenv.PrivateDir(t)
+	r := runStoreCLI(t, dir, "--audit-durability", "fsync", "run", "--harness", "codex", "--", "true")
+	if r.code == 0 || !strings.Contains(r.errOut, `--audit-durability: audit durability "fsync": want "process" or "power"`) {
+		t.Errorf("--audit-durability fsync: %d %q", r.code, r.errOut)
+	}
+	t.Setenv("TOOLGATE_AUDIT_DURABILITY", "Power")
+	r = runStoreCLI(t, dir, "run", "--harness", "codex", "--", "true")
+	if r.code == 0 || !strings.Contains(r.errOut, "TOOLGATE_AUDIT_DURABILITY: ") {
+		t.Errorf("TOOLGATE_AUDIT_DURABILITY=Power: %d %q", r.code, r.errOut)
+	}
+	r = runStoreCLI(t, dir, "--audit-durability", "fsync", "run", "--harness", "codex", "--", "true")
+	if !strings.Contains(r.errOut, "--audit-durability: ") {
+		t.Errorf("the flag does not win over the environment: %q", r.errOut)
+	}
+}

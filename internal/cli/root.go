@@ -37,6 +37,8 @@ type Env struct {
 	hurry context.Context
 	// databaseURL is the --database-url flag value; use DatabaseURL to resolve it.
 	databaseURL string
+	// auditDurability is the --audit-durability flag value; use durability to resolve it.
+	auditDurability string
 }
 
 // Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a
@@ -116,6 +118,8 @@ writes an audit event per decision, and re-publishes the permitted catalogue ove
 		"data directory (default $TOOLGATE_HOME, else the user's data directory plus /toolgate)")
 	root.PersistentFlags().StringVar(&env.databaseURL, "database-url", "",
 		"PostgreSQL store shared by replicas, postgres://USER:PASSWORD@HOST:PORT/DB (default $TOOLGATE_DATABASE_URL, else SQLite in the data directory)")
+	root.PersistentFlags().StringVar(&env.auditDurability, "audit-durability", "",
+		"process: a call's audit event survives a kill of toolgate; power: it is fsynced before the tool runs, surviving a power cut (default $TOOLGATE_AUDIT_DURABILITY, else process)")
 	fs := append([]commandFactory(nil), factories...)
 	sort.SliceStable(fs, func(i, j int) bool { return fs[i].order < fs[j].order })
 	for _, f := range fs {

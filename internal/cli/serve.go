@@ -92,6 +92,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	if db := a.Database(); db != "" {
 		fmt.Fprintf(w, "toolgate: database %s\n", db) // password redacted
 	}
+	fmt.Fprintf(w, "toolgate: audit durability %s\n", a.Durability())
 	if d.CreatedOwnerToken() {
 		fmt.Fprintf(w, "toolgate: created the owner token %s (mode 0600)\n", tokenPath)
 	}

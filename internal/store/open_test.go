@@ -482,7 +482,16 @@ func TestKillAfterAppend(t *testing.T) {
 	}
 }
 
-func BenchmarkAppendAudit(b *testing.B) { benchAppendAudit(b, openTemp(b)) }
+// The audit benchmarks run at each durability level (docs/performance.md).
+func BenchmarkAppendAudit(b *testing.B) {
+	eachDurability(b, func(b *testing.B, d store.Option) { benchAppendAudit(b, openTemp(b, d)) })
+}
+
+func eachDurability(b *testing.B, f func(*testing.B, store.Option)) {
+	for _, d := range []store.Durability{store.DurabilityProcess, store.DurabilityPower} {
+		b.Run(string(d), func(b *testing.B) { f(b, store.WithDurability(d)) })
+	}
+}
 
 // benchAppendAudit appends one kernel-sized event at a time to s.
 func benchAppendAudit(b *testing.B, s *store.Store) {
@@ -500,7 +509,9 @@ func benchAppendAudit(b *testing.B, s *store.Store) {
 
 // BenchmarkAppendAuditParallel measures the per-event cost when many calls append at
 // once (64 goroutines on two cores), where group commit shares one fsync among them.
-func BenchmarkAppendAuditParallel(b *testing.B) { benchAppendAuditParallel(b, openTemp(b)) }
+func BenchmarkAppendAuditParallel(b *testing.B) {
+	eachDurability(b, func(b *testing.B, d store.Option) { benchAppendAuditParallel(b, openTemp(b, d)) })
+}
 
 // benchAppendAuditParallel appends from 64 goroutines spread over stores (one store
 // per process or replica).

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	_ "github.com/jackc/pgx/v5/stdlib" // registers the "pgx" database/sql driver
+	"github.com/jackc/pgx/v5/stdlib" // also registers the "pgx" database/sql driver
 )
 
 // EnvDatabaseURL names the environment variable that selects a PostgreSQL store when
@@ -20,11 +20,11 @@ const EnvDatabaseURL = "TOOLGATE_DATABASE_URL"
 
 // OpenDatabase opens the store a command was pointed at: PostgreSQL when databaseURL
 // is set, else the embedded SQLite database in dataDir.
-func OpenDatabase(ctx context.Context, dataDir, databaseURL string) (*Store, error) {
+func OpenDatabase(ctx context.Context, dataDir, databaseURL string, opts ...Option) (*Store, error) {
 	if databaseURL != "" {
-		return OpenPostgres(ctx, databaseURL)
+		return OpenPostgres(ctx, databaseURL, opts...)
 	}
-	return Open(ctx, dataDir)
+	return Open(ctx, dataDir, opts...)
 }
 
 // CheckDatabaseURL refuses a value that is not a postgres:// or postgresql:// URL
@@ -79,15 +79,22 @@ func RedactURL(raw string) string {
 // notes). Several toolgate replicas may share the database: every write is a single
 // statement or one transaction, and audit appends serialise on a transaction advisory
 // lock (docs/storage.md).
-func OpenPostgres(ctx context.Context, databaseURL string) (*Store, error) {
+func OpenPostgres(ctx context.Context, databaseURL string, opts ...Option) (*Store, error) {
+	o := collectOptions(opts)
 	if err := CheckDatabaseURL(databaseURL); err != nil {
 		return nil, fmt.Errorf("opening store: %w", err)
 	}
 	where := RedactURL(databaseURL)
-	db, err := sql.Open("pgx", databaseURL)
+	cfg, err := pgx.ParseConfig(databaseURL)
 	if err != nil {
-		return nil, fmt.Errorf("opening store %s: %w", where, err)
+		return nil, fmt.Errorf("opening store %s: %s", where, redactParseError(err))
 	}
+	if o.durability == DurabilityProcess {
+		// Per session, on every pooled connection: the commit returns once it is in
+		// the server's WAL buffers (durability.go).
+		cfg.RuntimeParams["synchronous_commit"] = "off"
+	}
+	db := stdlib.OpenDB(*cfg)
 	// The same bound as SQLite's: thousands of concurrent calls must not open thousands
 	// of server backends (each costs the server a process). The change listener's
 	// connection comes on top (changes.go).
@@ -98,7 +105,7 @@ func OpenPostgres(ctx context.Context, databaseURL string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: %w", where, err)
 	}
-	s := &Store{db: db, path: where, d: postgresDialect, auditSem: make(chan struct{}, 1)}
+	s := &Store{db: db, path: where, d: postgresDialect, auditSem: make(chan struct{}, 1), durability: o.durability}
 	s.changes = newChanges(databaseURL)
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()

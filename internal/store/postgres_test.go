@@ -24,9 +24,9 @@ func openPG(t testing.TB) *store.Store {
 	return openPGAt(t, testenv.Postgres(t))
 }
 
-func openPGAt(t testing.TB, url string) *store.Store {
+func openPGAt(t testing.TB, url string, opts ...store.Option) *store.Store {
 	t.Helper()
-	s, err := store.OpenPostgres(context.Background(), url)
+	s, err := store.OpenPostgres(context.Background(), url, opts...)
 	if err != nil {
 		t.Fatalf("OpenPostgres: %v", err)
 	}
@@ -267,13 +267,19 @@ func TestPostgresAuditWriterRecoversFromAFailedBatch(t *testing.T) {
 // time (a transaction, the advisory lock and a commit per event), 64 callers on one
 // store (group commit), and 64 callers spread over three stores on one database (three
 // replicas, whose batches queue on the advisory lock).
-func BenchmarkAppendAuditPostgres(b *testing.B) { benchAppendAudit(b, openPG(b)) }
+func BenchmarkAppendAuditPostgres(b *testing.B) {
+	eachDurability(b, func(b *testing.B, d store.Option) { benchAppendAudit(b, openPGAt(b, testenv.Postgres(b), d)) })
+}
 
-func BenchmarkAppendAuditParallelPostgres(b *testing.B) { benchAppendAuditParallel(b, openPG(b)) }
+func BenchmarkAppendAuditParallelPostgres(b *testing.B) {
+	eachDurability(b, func(b *testing.B, d store.Option) { benchAppendAuditParallel(b, openPGAt(b, testenv.Postgres(b), d)) })
+}
 
 func BenchmarkAppendAuditParallelPostgres3Replicas(b *testing.B) {
-	url := testenv.Postgres(b)
-	benchAppendAuditParallel(b, openPGAt(b, url), openPGAt(b, url), openPGAt(b, url))
+	eachDurability(b, func(b *testing.B, d store.Option) {
+		url := testenv.Postgres(b)
+		benchAppendAuditParallel(b, openPGAt(b, url, d), openPGAt(b, url, d), openPGAt(b, url, d))
+	})
 }
 
 // BenchmarkPostgresAdvisoryLock isolates what the audit lock adds to an uncontended

@@ -9,9 +9,9 @@ import (
 	"github.com/toolgate/toolgate/internal/testenv"
 )
 
-func openTemp(t testing.TB) *store.Store {
+func openTemp(t testing.TB, opts ...store.Option) *store.Store {
 	t.Helper()
-	s, err := store.Open(context.Background(), testenv.PrivateDir(t))
+	s, err := store.Open(context.Background(), testenv.PrivateDir(t), opts...)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}

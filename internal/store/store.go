@@ -7,8 +7,9 @@
 //
 // Several processes may open one data directory at once (a daemon plus CLI commands):
 // SQLite runs in WAL mode with a busy timeout, every read-modify-write runs in an
-// IMMEDIATE transaction, and commits are fsynced (synchronous=FULL), so what a call
-// has written survives the process being killed right after it returns.
+// IMMEDIATE transaction, and what a call has written survives the process being killed
+// right after it returns; whether it also survives a power cut is the Durability level
+// (durability.go).
 package store
 
 import (
@@ -58,6 +59,8 @@ type Store struct {
 	path string
 	d    *dialect // SQLite or PostgreSQL (dialect.go)
 
+	durability Durability // durability.go
+
 	// changes wakes subscribers when another process changed something (changes.go).
 	changes *Changes
 
@@ -82,7 +85,8 @@ type Store struct {
 // could open or that belongs to another user, naming the chmod or chown that fixes it.
 // Nothing is changed on disk to make a loose file private: the files may have been
 // read already, and silently tightening them would hide that.
-func Open(ctx context.Context, dataDir string) (*Store, error) {
+func Open(ctx context.Context, dataDir string, opts ...Option) (*Store, error) {
+	o := collectOptions(opts)
 	if dataDir == "" {
 		return nil, errors.New("opening store: empty data directory")
 	}
@@ -102,7 +106,13 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	q := url.Values{}
 	q.Add("_pragma", fmt.Sprintf("busy_timeout(%d)", BusyTimeout.Milliseconds()))
 	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "synchronous(FULL)")
+	// WAL with NORMAL writes each commit to the WAL before returning (so it survives
+	// the process) and fsyncs at checkpoints; FULL fsyncs every commit.
+	if o.durability == DurabilityPower {
+		q.Add("_pragma", "synchronous(FULL)")
+	} else {
+		q.Add("_pragma", "synchronous(NORMAL)")
+	}
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Set("_txlock", "immediate")
 	dsn := (&url.URL{Scheme: "file", Path: path, RawQuery: q.Encode()}).String()
@@ -110,7 +120,7 @@ func Open(ctx context.Context, dataDir string) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
-	s := &Store{db: db, path: path, d: sqliteDialect, changes: newChanges(""), auditSem: make(chan struct{}, 1)}
+	s := &Store{db: db, path: path, d: sqliteDialect, changes: newChanges(""), auditSem: make(chan struct{}, 1), durability: o.durability}
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
