@@ -11,6 +11,11 @@ PEER_PATH := $(CACHE)/node22/node_modules/.bin:$(NPM_DIR)/node_modules/.bin
 test: deps vet
 	PATH="$(PEER_PATH):$$PATH" TOOLGATE_NPM_DIR="$(NPM_DIR)" TOOLGATE_REQUIRE_PEERS=1 \
 		go test -race -count=1 -timeout 25m ./...
+	FUZZTIME=2s bash scripts/fuzz.sh
+
+# A long fuzz round: every target for FUZZTIME (docs/reliability.md).
+fuzz:
+	FUZZTIME=$(or $(FUZZTIME),150s) bash scripts/fuzz.sh
 
 deps:
 	TOOLGATE_NPM_DIR="$(NPM_DIR)" bash scripts/deps.sh

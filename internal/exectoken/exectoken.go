@@ -66,6 +66,19 @@ type wireClaims struct {
 
 var b64 = base64.RawURLEncoding.Strict()
 
+// decodeB64 decodes unpadded base64url, refusing every byte outside its alphabet first:
+// encoding/base64 skips '\r' and '\n' even in Strict mode, which would let one token
+// be spelled many ways.
+func decodeB64(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, fmt.Errorf("byte %#x at %d is not base64url", c, i)
+		}
+	}
+	return b64.DecodeString(s)
+}
+
 // Mint signs c with key. The principal must be non-empty; the principal and session are
 // printable UTF-8 of at most 1024 bytes; Expires must be after IssuedAt.
 func Mint(key []byte, c Claims) (string, error) {
@@ -133,14 +146,14 @@ func Verify(key []byte, tok string, now time.Time) (Claims, error) {
 	if dot < len(Prefix) || strings.Count(tok, ".") != 2 {
 		return Claims{}, fmt.Errorf("%w: want three dot-separated parts", ErrMalformed)
 	}
-	gotMAC, err := b64.DecodeString(sig)
+	gotMAC, err := decodeB64(sig)
 	if err != nil || len(gotMAC) != sha256.Size {
 		return Claims{}, fmt.Errorf("%w: signature is not %d bytes of base64url", ErrMalformed, sha256.Size)
 	}
 	if !hmac.Equal(gotMAC, mac(key, signed)) {
 		return Claims{}, ErrForged
 	}
-	body, err := b64.DecodeString(signed[len(Prefix):])
+	body, err := decodeB64(signed[len(Prefix):])
 	if err != nil {
 		return Claims{}, fmt.Errorf("%w: claims are not base64url", ErrMalformed)
 	}

@@ -161,19 +161,7 @@ func loadDecl(ws *workspace.Workspace, p string, run Runner, allowInternet bool)
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxDeclFileBytes {
-		return nil, fmt.Errorf("larger than %d bytes", maxDeclFileBytes)
-	}
-	var df declFile
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&df); err != nil {
-		return nil, fmt.Errorf("not a valid definition: %v", err)
-	}
-	if dec.More() {
-		return nil, fmt.Errorf("trailing data after the definition")
-	}
-	spec, schema, err := checkDecl(&df)
+	df, spec, schema, err := parseDecl(data)
 	if err != nil {
 		return nil, err
 	}
@@ -206,6 +194,28 @@ func loadDecl(ws *workspace.Workspace, p string, run Runner, allowInternet bool)
 			return runOutput(res, spec.timeout), nil
 		},
 	}, nil
+}
+
+// parseDecl decodes and checks one definition file's bytes (at most maxDeclFileBytes):
+// strict JSON, no unknown fields, nothing after the object.
+func parseDecl(data []byte) (*declFile, *declSpec, json.RawMessage, error) {
+	if len(data) > maxDeclFileBytes {
+		return nil, nil, nil, fmt.Errorf("larger than %d bytes", maxDeclFileBytes)
+	}
+	var df declFile
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&df); err != nil {
+		return nil, nil, nil, fmt.Errorf("not a valid definition: %v", err)
+	}
+	if dec.More() {
+		return nil, nil, nil, fmt.Errorf("trailing data after the definition")
+	}
+	spec, schema, err := checkDecl(&df)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return &df, spec, schema, nil
 }
 
 func checkDecl(df *declFile) (*declSpec, json.RawMessage, error) {
