@@ -74,6 +74,9 @@ type Kernel struct {
 
 	// calls are the calls in flight, for Shutdown (shutdown.go).
 	calls inflight
+
+	// outage thins the log while the audit store keeps failing (auditlog.go).
+	outage auditOutage
 }
 
 // EscalateID is the canonical id of the escalation tool.

@@ -314,14 +314,27 @@ func (c *callState) append(ctx context.Context) error {
 	ev.LatencyMicros = time.Since(c.start).Microseconds()
 	// The event must be written even if the caller has gone: a decision without its
 	// record is what fail-closed auditing exists to prevent.
-	return c.t.k.opts.Audit.AppendAudit(context.WithoutCancel(ctx), &ev)
+	err := c.t.k.opts.Audit.AppendAudit(context.WithoutCancel(ctx), &ev)
+	if err == nil {
+		if n := c.t.k.outage.succeeded(); n > 0 {
+			c.t.k.log.Warn("audit: appends succeed again", "failed_appends", n)
+		}
+	}
+	return err
+}
+
+// logAuditFailure logs a failed append, thinned while the failures continue.
+func (c *callState) logAuditFailure(msg string, err error) {
+	if n, ok := c.t.k.outage.failed(); ok {
+		c.t.k.log.Error(msg, "call", c.ev.CallID, "tool", c.ev.Tool, "err", err, "consecutive_failures", n)
+	}
 }
 
 // appendAfterRun records a failure after the tool ran. The call already happened and
 // its allowed event exists, so a write failure here is logged, not returned.
 func (c *callState) appendAfterRun(ctx context.Context) {
 	if err := c.append(ctx); err != nil {
-		c.t.k.log.Error("audit: recording a failed call", "call", c.ev.CallID, "err", err)
+		c.logAuditFailure("audit: recording a failed call", err)
 	}
 }
 
@@ -346,7 +359,7 @@ func (c *callState) refuseWith(ctx context.Context, ke *Error, auditCode Code, a
 }
 
 func (c *callState) auditUnavailable(_ context.Context, err error) (*mcpspec.CallResult, error) {
-	c.t.k.log.Error("audit: append failed; refusing the call", "call", c.ev.CallID, "tool", c.ev.Tool, "err", err)
+	c.logAuditFailure("audit: append failed; refusing the call", err)
 	c.t.failed.Store(true)
 	return errorResult(Failed(CodeAuditUnavailable, "the audit log could not record this call, so it was not run").WithRetryable(true)), nil
 }

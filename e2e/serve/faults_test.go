@@ -1,0 +1,212 @@
+package serve
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/store/storetest"
+)
+
+// invokeWrite calls local.write_file for rel and returns the result's code ("" when it
+// succeeded) and whether the answer was a tool result at all.
+func invokeWrite(t *testing.T, d *daemon, tok, rel string) (code string, status int) {
+	t.Helper()
+	body := fmt.Sprintf(`{"name":"local.write_file","arguments":{"path":%q,"content":"x"}}`, rel)
+	status, _, b := request(t, "POST", d.url+"/v1/tools/invoke", tok, body)
+	if status != 200 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) != nil || e.Error == "" {
+			t.Fatalf("status %d with an undocumented body %q", status, b)
+		}
+		return e.Error, status
+	}
+	var r struct {
+		IsError bool
+		Content []struct{ Text string }
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("status 200 with a body that is no result: %q", b)
+	}
+	if !r.IsError {
+		return "", status
+	}
+	var f struct{ Code string }
+	if len(r.Content) > 0 {
+		json.Unmarshal([]byte(r.Content[0].Text), &f)
+	}
+	return f.Code, status
+}
+
+// tmpfs mounts a small tmpfs for the test (root only: the faults need a file system
+// whose size and mode the test controls). It is unmounted at the end.
+func tmpfs(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size="+size+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a tmpfs (needs root): %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v %s", dir, err, out)
+		}
+	})
+	return dir
+}
+
+// A full disk under the audit log refuses every call audit_unavailable and runs
+// nothing, the daemon stays up, and calls succeed again once there is room; the chain
+// verifies and every file written has its event.
+func TestStoreFullRefusesAndRecovers(t *testing.T) {
+	mnt := tmpfs(t, "3m")
+	data := filepath.Join(mnt, "data")
+	ws := workspaceDir(t)
+	d := startServe(t, data, ws)
+	tok := d.ownerToken()
+	if code, _ := invokeWrite(t, d, tok, "before.txt"); code != "" {
+		t.Fatalf("a call before the disk filled: %q", code)
+	}
+	filler := filepath.Join(mnt, "filler")
+	fillDisk(t, filler)
+	refused := 0
+	for i := range 200 {
+		code, status := invokeWrite(t, d, tok, fmt.Sprintf("full/%d.txt", i))
+		switch code {
+		case "":
+		case "audit_unavailable":
+			refused++
+		default:
+			t.Fatalf("call %d on a full disk: status %d code %q", i, status, code)
+		}
+	}
+	if refused == 0 {
+		t.Fatal("no call was refused on a full disk: the test did not exercise it")
+	}
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	if code, _ := invokeWrite(t, d, tok, "after.txt"); code != "" {
+		t.Fatalf("a call after room came back: %q", code)
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatalf("serve after a full disk: %v\n%s", err, d.stderr.String())
+	}
+	checkEveryFileAudited(t, data, ws)
+	// The outage is logged thinned, with its count, and its end once.
+	log := d.stderr.String()
+	if n := strings.Count(log, "audit: append failed"); n == 0 || n > 12 {
+		t.Errorf("%d log lines for %d refusals; want a handful (1st, 2nd, 4th…)", n, refused)
+	}
+	if !strings.Contains(log, "audit: appends succeed again") {
+		t.Errorf("the end of the outage was not logged:\n%s", log)
+	}
+	t.Logf("%d of 200 calls refused on the full disk", refused)
+}
+
+// fillDisk writes until the file system is full.
+func fillDisk(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 64<<10)
+	for {
+		if _, err := f.Write(buf); err != nil {
+			if !errors.Is(err, syscall.ENOSPC) {
+				t.Fatal(err)
+			}
+			return
+		}
+	}
+}
+
+// checkEveryFileAudited fails for any file under ws (but the seeded ones) without an
+// allowed write_file event, and when the chain does not verify.
+func checkEveryFileAudited(t *testing.T, data, ws string) {
+	t.Helper()
+	evs := storetest.Trail(t, data)
+	if err := audit.Verify(evs); err != nil {
+		t.Errorf("the chain does not verify: %v", err)
+	}
+	allowed := map[string]bool{}
+	for _, e := range evs {
+		if e.Decision == audit.Allowed && e.Tool == "local.write_file" {
+			allowed[e.Resource] = true
+		}
+	}
+	filepath.WalkDir(ws, func(p string, de os.DirEntry, err error) error {
+		if err != nil || de.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(ws, p)
+		if rel == "docs/a.md" || rel == "src/x.go" || strings.HasPrefix(de.Name(), ".") {
+			return nil
+		}
+		if !allowed["path:"+rel] {
+			t.Errorf("%s was written without an allowed audit event", rel)
+		}
+		return nil
+	})
+}
+
+// A data directory on a read-only file system stops serve at start, saying so.
+func TestReadOnlyStoreRefusesToStart(t *testing.T) {
+	mnt := tmpfs(t, "3m")
+	data := filepath.Join(mnt, "data")
+	if _, errOut, code := run(t, data, "grant", "ls"); code != 0 {
+		t.Fatalf("creating the data directory: %s", errOut)
+	}
+	if out, err := exec.Command("mount", "-o", "remount,ro", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("remount ro: %v %s", err, out)
+	}
+	defer exec.Command("mount", "-o", "remount,rw", mnt).Run()
+	_, errOut, code := run(t, data, "serve", "--listen", "127.0.0.1:0")
+	if code == 0 || !strings.Contains(errOut, "read-only file system") || !strings.Contains(errOut, data) {
+		t.Errorf("serve on a read-only data directory: exit %d, %q", code, errOut)
+	}
+}
+
+// A data directory removed under a running daemon refuses calls clearly, runs nothing,
+// and the daemon neither crashes nor hangs: it still answers and stops on SIGTERM.
+func TestDataDirectoryRemovedWhileRunning(t *testing.T) {
+	data, _ := setup(t, nil)
+	ws := workspaceDir(t)
+	d := startServe(t, data, ws)
+	tok := d.ownerToken()
+	if code, _ := invokeWrite(t, d, tok, "before.txt"); code != "" {
+		t.Fatalf("before: %q", code)
+	}
+	if err := os.RemoveAll(data); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		code, status := invokeWrite(t, d, tok, fmt.Sprintf("gone%d.txt", i))
+		if code == "" {
+			t.Fatalf("a call with the data directory gone succeeded (status %d)", status)
+		}
+		if code != "catalog_unavailable" && code != "audit_unavailable" {
+			t.Errorf("call %d: status %d, code %q; want a documented refusal", i, status, code)
+		}
+		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("gone%d.txt", i))); err == nil {
+			t.Errorf("gone%d.txt was written with no audit trail to record it", i)
+		}
+	}
+	if status, _, _ := request(t, "GET", d.url+"/v1/tools", tok, ""); status == 0 {
+		t.Error("the daemon stopped answering")
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Errorf("serve after its data directory was removed: %v\n%s", err, d.stderr.String())
+	}
+	if strings.Contains(d.stderr.String(), "panic") {
+		t.Errorf("serve panicked:\n%s", d.stderr.String())
+	}
+}
