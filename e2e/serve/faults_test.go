@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/store/storetest"
@@ -209,4 +212,68 @@ func TestDataDirectoryRemovedWhileRunning(t *testing.T) {
 	if strings.Contains(d.stderr.String(), "panic") {
 		t.Errorf("serve panicked:\n%s", d.stderr.String())
 	}
+}
+
+// Another process holding the SQLite write lock: a call waits for it up to the busy
+// timeout (10 s, docs/storage.md) and then runs; held longer, the calls waiting are
+// refused audit_unavailable and nothing runs; released, calls succeed again.
+func TestSQLiteBusy(t *testing.T) {
+	data, _ := setup(t, nil)
+	ws := workspaceDir(t)
+	d := startServe(t, data, ws)
+	tok := d.ownerToken()
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(data, "toolgate.db")+"?_pragma=busy_timeout(10000)&_txlock=immediate")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	hold := func(d time.Duration) (release func()) {
+		tx, err := db.Begin() // BEGIN IMMEDIATE: the write lock, held until Rollback
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		timer := time.AfterFunc(d, func() { tx.Rollback(); close(done) })
+		return func() {
+			if timer.Stop() {
+				tx.Rollback()
+				close(done)
+			}
+			<-done
+		}
+	}
+	// Held briefly: the call waits and runs.
+	release := hold(time.Second)
+	if code, _ := invokeWrite(t, d, tok, "short.txt"); code != "" {
+		t.Errorf("a call behind a 1 s lock: %q", code)
+	}
+	release()
+	// Held past the busy timeout: refused, nothing runs.
+	release = hold(time.Minute)
+	var wg sync.WaitGroup
+	codes := make([]string, 1)
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i], _ = invokeWrite(t, d, tok, fmt.Sprintf("busy%d.txt", i))
+		}()
+	}
+	wg.Wait()
+	release()
+	for i, c := range codes {
+		if c != "audit_unavailable" {
+			t.Errorf("call %d behind a lock held past the busy timeout: %q", i, c)
+		}
+		if _, err := os.Stat(filepath.Join(ws, fmt.Sprintf("busy%d.txt", i))); err == nil {
+			t.Errorf("busy%d.txt was written without its event", i)
+		}
+	}
+	if code, _ := invokeWrite(t, d, tok, "after.txt"); code != "" {
+		t.Errorf("a call after the lock was released: %q", code)
+	}
+	if err := d.stop(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	checkEveryFileAudited(t, data, ws)
 }
