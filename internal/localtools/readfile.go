@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/toolgate/toolgate/internal/kernel"
@@ -126,8 +127,11 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 	if !hasLim {
 		limit = DefaultReadLines
 	}
-	r := bufio.NewReaderSize(io.LimitReader(f, 1<<40), 64<<10)
-	var out strings.Builder
+	r := readers.Get().(*bufio.Reader)
+	r.Reset(io.LimitReader(f, 1<<40))
+	defer func() { r.Reset(nil); readers.Put(r) }()
+	// The shown lines are appended straight into out, at most MaxReadBytes+1 bytes.
+	out := make([]byte, 0, min(size, MaxReadBytes)+1)
 	line := int64(0)
 	shown := int64(0)
 	var pos int64 // bytes consumed
@@ -137,12 +141,15 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 		// (a newline-free 1 GiB file cost 2 GiB when lines were read whole).
 		max := -1
 		if line+1 >= offset {
-			max = MaxReadBytes - out.Len()
+			max = MaxReadBytes - len(out)
 			if shown >= limit {
 				max = 0
 			}
 		}
-		s, n, err := readLine(ctx, r, max)
+		start := len(out)
+		var n int64
+		var err error
+		out, n, err = readLine(ctx, r, max, out)
 		if n > 0 {
 			line++
 			if line%4096 == 0 && ctx.Err() != nil {
@@ -151,25 +158,28 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 			}
 			if line >= offset {
 				if shown >= limit {
+					out = out[:start]
 					cut = fmt.Sprintf("[truncated: showed lines %d–%d; the file has more (%d bytes); call read_file with offset=%d to continue]",
 						offset, offset+shown-1, size, line)
 					break
 				}
-				if int64(out.Len())+n > MaxReadBytes {
-					room := MaxReadBytes - out.Len()
+				if int64(start)+n > MaxReadBytes {
+					room := MaxReadBytes - start
 					if shown == 0 && room > 0 {
 						// One line longer than the cap: show its start, continue by bytes.
-						out.WriteString(s[:room])
+						out = out[:start+room]
 						cut = fmt.Sprintf("[truncated: line %d is longer than %d bytes; call read_file with byte_offset=%d to continue]",
 							line, MaxReadBytes, pos+int64(room))
 					} else {
+						out = out[:start]
 						cut = fmt.Sprintf("[truncated: showed lines %d–%d (%d-byte cap); call read_file with offset=%d to continue]",
 							offset, offset+shown-1, MaxReadBytes, line)
 					}
 					break
 				}
-				out.WriteString(s)
 				shown++
+			} else {
+				out = out[:start]
 			}
 			pos += n
 			if line < offset && pos > maxLineScan {
@@ -189,38 +199,43 @@ func readFile(ctx context.Context, ws *workspace.Workspace, args map[string]any)
 			break
 		}
 	}
-	text := toText([]byte(out.String()))
+	text := toText(out)
 	if shown == 0 && cut == "" && offset > 1 && line < offset {
 		text = fmt.Sprintf("[no lines: the file has %d lines; offset %d is past its end]", line, offset)
 	}
 	return &kernel.Output{Text: withMarker(text, cut)}, nil
 }
 
-// readLine consumes one line of r (through its '\n', or to the end) and returns the
-// bytes it consumed and, of those, the first max+1. With max ≥ 0 it stops consuming as
-// soon as more than max bytes were read (the caller shows at most max), so a line of
-// any length costs at most max+1 bytes of memory; with max < 0 it consumes the whole
-// line, keeping nothing, checking ctx every 64 MiB.
-func readLine(ctx context.Context, r *bufio.Reader, max int) (string, int64, error) {
-	var kept []byte
+// readLine consumes one line of r (through its '\n', or to the end), appends the first
+// max+1 bytes of it to dst, and returns dst and the number of bytes it consumed. With
+// max ≥ 0 it stops consuming as soon as more than max bytes were read (the caller
+// shows at most max), so a line of any length costs at most max+1 bytes of memory;
+// with max < 0 it consumes the whole line, keeping nothing, checking ctx every 64 MiB.
+func readLine(ctx context.Context, r *bufio.Reader, max int, dst []byte) ([]byte, int64, error) {
+	kept := 0
 	var n int64
 	for i := 1; ; i++ {
 		frag, err := r.ReadSlice('\n')
 		n += int64(len(frag))
-		if room := max + 1 - len(kept); max >= 0 && room > 0 {
-			kept = append(kept, frag[:min(room, len(frag))]...)
+		if room := max + 1 - kept; max >= 0 && room > 0 {
+			take := min(room, len(frag))
+			dst = append(dst, frag[:take]...)
+			kept += take
 		}
 		if !errors.Is(err, bufio.ErrBufferFull) {
-			return string(kept), n, err
+			return dst, n, err
 		}
 		if max >= 0 && n > int64(max) {
-			return string(kept), n, nil
+			return dst, n, nil
 		}
 		if i%1024 == 0 && ctx.Err() != nil {
-			return string(kept), n, ctx.Err()
+			return dst, n, ctx.Err()
 		}
 	}
 }
+
+// readers are the 64 KiB line readers of read_file, reused across calls.
+var readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 64<<10) }}
 
 // withMarker appends a truncation marker on its own line.
 func withMarker(text, marker string) string {

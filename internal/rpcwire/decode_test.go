@@ -225,6 +225,23 @@ func TestEncode(t *testing.T) {
 	if _, err := Result(IntID(3), json.RawMessage(`{`)); err == nil {
 		t.Error("invalid raw result accepted")
 	}
+	for _, bad := range []string{``, `{} {}`, `{"a":1,}`, "{\"a\":\"\n\"}"} {
+		if b, err := Result(IntID(3), json.RawMessage(bad)); err == nil {
+			t.Errorf("invalid raw result %q accepted as %s", bad, b)
+		}
+	}
+	// Raw bytes keep their values exactly (numbers, escapes, unknown fields, HTML
+	// characters) and lose only the whitespace between tokens: a line break would end
+	// the message on a line-framed transport.
+	raw := "{\n  \"n\": 1.50, \"e\": 1e2,\r\n \"s\": \"<&>\\u2028 a\\nb\", \"x\": {\"$ref\": \"#/$defs/y\"}\t}"
+	b, err = Result(StringID("q"), json.RawMessage(raw))
+	want := `{"jsonrpc":"2.0","id":"q","result":{"n":1.50,"e":1e2,"s":"<&>\u2028 a\nb","x":{"$ref":"#/$defs/y"}}}`
+	if err != nil || string(b) != want {
+		t.Errorf("Result(raw) = %s, %v\nwant %s", b, err, want)
+	}
+	if b, err = Result(IntID(4), map[string]string{"h": "<b>&"}); err != nil || string(b) != `{"jsonrpc":"2.0","id":4,"result":{"h":"<b>&"}}` {
+		t.Errorf("Result escapes HTML: %s, %v", b, err)
+	}
 	e := Error(jsonrpc.ID{}, ParseError("x"))
 	if string(e) != `{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"parse error: x"}}` {
 		t.Errorf("Error = %s", e)

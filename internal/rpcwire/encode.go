@@ -36,12 +36,6 @@ func EncodeID(id jsonrpc.ID) json.RawMessage {
 	return json.RawMessage("null")
 }
 
-type wireResult struct {
-	JSONRPC string          `json:"jsonrpc"`
-	ID      json.RawMessage `json:"id"`
-	Result  json.RawMessage `json:"result"`
-}
-
 type wireError struct {
 	JSONRPC string          `json:"jsonrpc"`
 	ID      json.RawMessage `json:"id"`
@@ -56,27 +50,36 @@ type wireRequest struct {
 }
 
 // Result encodes a success answer. result may be a json.RawMessage or any value
-// encoding/json can marshal.
+// encoding/json can marshal. The envelope is assembled around the result's bytes, so a
+// large result is walked once: a marshalled value is compact and valid by
+// construction; raw bytes (an upstream's answer) are checked and compacted in one
+// pass, since a line-framed transport cannot carry a line break between tokens.
 func Result(id jsonrpc.ID, result any) ([]byte, error) {
-	var raw json.RawMessage
+	idb := EncodeID(id)
+	const head, mid = `{"jsonrpc":"2.0","id":`, `,"result":`
+	var buf bytes.Buffer
 	switch r := result.(type) {
 	case json.RawMessage:
-		raw = r
+		buf.Grow(len(head) + len(idb) + len(mid) + len(r) + 1)
+		buf.WriteString(head)
+		buf.Write(idb)
+		buf.WriteString(mid)
+		if err := json.Compact(&buf, r); err != nil {
+			return nil, fmt.Errorf("encoding result: not valid JSON")
+		}
 	default:
 		b, err := marshal(r)
 		if err != nil {
 			return nil, fmt.Errorf("encoding result: %w", err)
 		}
-		raw = b
+		buf.Grow(len(head) + len(idb) + len(mid) + len(b) + 1)
+		buf.WriteString(head)
+		buf.Write(idb)
+		buf.WriteString(mid)
+		buf.Write(b)
 	}
-	if !json.Valid(raw) {
-		return nil, fmt.Errorf("encoding result: not valid JSON")
-	}
-	b, err := marshal(wireResult{JSONRPC: "2.0", ID: EncodeID(id), Result: raw})
-	if err != nil {
-		return nil, fmt.Errorf("encoding result: %w", err)
-	}
-	return b, nil
+	buf.WriteByte('}')
+	return buf.Bytes(), nil
 }
 
 // Error encodes an error answer. It cannot fail.
