@@ -81,4 +81,3 @@ func inUse() uint64 {
 	runtime.ReadMemStats(&m)
 	return m.HeapInuse + m.StackInuse
 }
-
