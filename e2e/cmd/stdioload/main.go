@@ -203,7 +203,7 @@ func run(c int, d, warm time.Duration, tool, args string, argv []string) (map[st
 		"server_rss_kb":          rssKB(cmd.Process.Pid),
 	}
 	if n > 0 {
-		rep["server_cpu_us_per_call"] = round1(float64((cpu1-cpu0).Microseconds()) / float64(n))
+		rep["server_cpu_us_per_call"] = round1(float64((cpu1 - cpu0).Microseconds()) / float64(n))
 	}
 	return rep, nil
 }
