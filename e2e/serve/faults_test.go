@@ -132,9 +132,11 @@ func fillDisk(t *testing.T, path string) {
 	}
 }
 
-// checkEveryFileAudited fails for any file under ws (but the seeded ones) without an
-// allowed write_file event, and when the chain does not verify.
-func checkEveryFileAudited(t *testing.T, data, ws string) {
+// checkEveryFileAudited fails for any file under ws (but the seeded ones and the
+// dot-named temporary files of interrupted atomic writes) without an allowed
+// write_file event, and when the chain does not verify. It returns the number of
+// allowed write_file events.
+func checkEveryFileAudited(t *testing.T, data, ws string) int {
 	t.Helper()
 	evs := storetest.Trail(t, data)
 	if err := audit.Verify(evs); err != nil {
@@ -159,6 +161,7 @@ func checkEveryFileAudited(t *testing.T, data, ws string) {
 		}
 		return nil
 	})
+	return len(allowed)
 }
 
 // A data directory on a read-only file system stops serve at start, saying so.
