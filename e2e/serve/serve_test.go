@@ -76,6 +76,9 @@ func TestFirstStart(t *testing.T) {
 	if status, _, body := request(t, "GET", d.url+"/healthz", "", ""); status != 200 || string(body) != "{\"status\":\"ok\"}\n" {
 		t.Errorf("healthz: %d %s", status, body)
 	}
+	if status, _, body := request(t, "GET", d.url+"/readyz", "", ""); status != 200 || string(body) != "{\"status\":\"ready\"}\n" {
+		t.Errorf("readyz: %d %s", status, body)
+	}
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/v1/tools", ""},
 		{"POST", "/v1/tools/invoke", `{"name":"local.read_file","arguments":{"path":"docs/a.md"}}`},
