@@ -25,6 +25,7 @@ import (
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/version"
@@ -111,6 +112,7 @@ type App struct {
 	st       *store.Store
 	k        *kernel.Kernel
 	tokenKey []byte
+	metrics  *metrics.Metrics // what /metrics exposes (ops.go)
 
 	refreshSeq atomic.Int64
 	pol        policyState // skips reloading an unchanged policy; see refresh.go
@@ -156,7 +158,7 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 	if opts.DatabaseURL == "" {
 		dir = filepath.Dir(st.Path())
 	}
-	a := &App{opts: opts, log: log, st: st, dir: dir}
+	a := &App{opts: opts, log: log, st: st, dir: dir, metrics: newMetrics(st)}
 	if err := a.init(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -303,14 +305,15 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return turn{Turn: t, a: a, gen: gen}, nil
+	return turn{Turn: t, a: a, gen: gen, surface: req.Transport}, nil
 }
 
 // turn adapts *kernel.Turn to Turn.
 type turn struct {
 	*kernel.Turn
-	a   *App
-	gen int64 // policyGen when the turn opened
+	a       *App
+	gen     int64  // policyGen when the turn opened
+	surface string // its transport, a metrics label
 }
 
 // CallTool first brings the kernel's policy up to date with the store (another process,
@@ -323,7 +326,10 @@ func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.Warn("re-reading grants before a call", "err", err)
 	}
-	return t.Turn.CallTool(ctx, req)
+	start := time.Now()
+	res, err := t.Turn.CallTool(ctx, req)
+	t.observe(req, res, err, time.Since(start))
+	return res, err
 }
 
 // Stale re-reads the grants and namespace switches from the store and reports whether

@@ -1,6 +1,6 @@
 // Package daemon is toolgate serve's HTTP server over one App: a listener carrying /mcp
 // (MCP over Streamable HTTP, a session per initialize), /v1/tools and /v1/tools/invoke
-// (the HTTP API), /healthz and /readyz, behind the Host/Origin guard, and its orderly shutdown.
+// (the HTTP API), /healthz, /readyz and /metrics, behind the Host/Origin guard, and its orderly shutdown.
 // It is the app's: the CLI and tests import it, no other package does. See
 // docs/kernel.md ("toolgate serve") and docs/architecture.md.
 package daemon
@@ -101,6 +101,8 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
 	mux.Handle("GET /readyz", &readiness{check: a.Ready, log: log})
+	a.Metrics().SetSessions(mcpH.Sessions)
+	mux.Handle("GET /metrics", ownerOnly(owner, a.Metrics().Handler()))
 	// The guard runs once per request, here (the /mcp Handler sees it passed), and
 	// the policy is brought up to date from the store once per request
 	// (app.Request), however many steps of the request would read it.
