@@ -60,6 +60,9 @@ type TurnRequest struct {
 	// Capabilities narrow the turn below what the grants allow (see
 	// kernel.TurnOptions.Capabilities); empty leaves the grants alone to decide.
 	Capabilities []string
+	// ID, when set, is the turn's execution id (ResumeTurn: a session opened on
+	// another replica keeps its turn's).
+	ID string
 }
 
 // Outcome is how a turn ended.
@@ -301,7 +304,7 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	// the turn look stale once (one extra re-initialize), never fresh when it is not.
 	gen := a.policyGen.Load()
 	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
-		Capabilities: req.Capabilities})
+		Capabilities: req.Capabilities, ID: req.ID})
 	if err != nil {
 		return nil, err
 	}

@@ -10,8 +10,8 @@ import (
 // (EndSession): they read EndedSessionsSince and end the ones they hold.
 const TopicSessions Topic = "sessions"
 
-// maxEndedBatch bounds one EndedSessionsSince read.
-const maxEndedBatch = 1000
+// MaxEndedBatch bounds one EndedSessionsSince read.
+const MaxEndedBatch = 1000
 
 // EndSession records that the session whose id hashes to idHash ended, until expires
 // (when its id is refused anyway), and forgets sessions whose expiry has passed.
@@ -41,12 +41,12 @@ func (s *Store) SessionEnded(ctx context.Context, idHash string) (bool, error) {
 }
 
 // EndedSessionsSince returns the hashes of sessions ended at or after since (at most
-// maxEndedBatch, oldest first) and the end time of the last one returned (since when
+// MaxEndedBatch, oldest first) and the end time of the last one returned (since when
 // none). Times are the ending replica's clock: a reader asks from a margin before its
 // previous read so that clocks a little apart miss nothing.
 func (s *Store) EndedSessionsSince(ctx context.Context, since time.Time) ([]string, time.Time, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id_hash, ended_at FROM ended_sessions WHERE ended_at >= $1
-		ORDER BY ended_at LIMIT `+fmt.Sprint(maxEndedBatch), formatTime(since))
+		ORDER BY ended_at LIMIT `+fmt.Sprint(MaxEndedBatch), formatTime(since))
 	if err != nil {
 		return nil, since, fmt.Errorf("reading ended sessions: %w", err)
 	}

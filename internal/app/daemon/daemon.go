@@ -47,6 +47,8 @@ type Daemon struct {
 	url     string
 	created bool
 	served  chan error
+	// stopWatch stops ending the sessions other replicas ended.
+	stopWatch func()
 }
 
 // Start reads (creating on first use) the data directory's owner token, builds the
@@ -65,7 +67,7 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	auth := a.Authenticate(owner)
-	mcpH := mcpserver.NewHandler(mcpserver.HandlerOptions{
+	mcpOpts := mcpserver.HandlerOptions{
 		Path:         "/mcp",
 		Authenticate: auth,
 		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
@@ -75,7 +77,16 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		Instructions: app.Instructions,
 		AllowedHosts: opts.AllowedHosts,
 		Logger:       log,
-	})
+	}
+	watchEnded, err := shareSessions(a, &mcpOpts) // replicas on PostgreSQL
+	if err != nil {
+		return nil, err
+	}
+	mcpH := mcpserver.NewHandler(mcpOpts)
+	stopWatch := func() {}
+	if watchEnded != nil {
+		stopWatch = watchEnded(mcpH)
+	}
 	apiH, err := httpapi.New(httpapi.Options{
 		Authenticate: auth,
 		OpenTurn: func(ctx context.Context, principal string) (httpapi.Turn, error) {
@@ -84,6 +95,7 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		Logger: log,
 	})
 	if err != nil {
+		stopWatch()
 		mcpH.Close()
 		return nil, err
 	}
@@ -117,12 +129,13 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
+		stopWatch()
 		mcpH.Close()
 		return nil, fmt.Errorf("listening on %s: %w", opts.Listen, err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	d := &Daemon{a: a, mcp: mcpH, srv: srv, addr: addr, url: listenaddr.BaseURL(host, addr),
-		created: created, served: make(chan error, 1)}
+		created: created, served: make(chan error, 1), stopWatch: stopWatch}
 	go func() { d.served <- srv.Serve(ln) }()
 	return d, nil
 }
@@ -137,6 +150,9 @@ func (d *Daemon) Addr() *net.TCPAddr { return d.addr }
 // Loopback reports whether the daemon accepts connections from this machine only.
 // What was bound decides, not the name asked for.
 func (d *Daemon) Loopback() bool { return d.addr.IP.IsLoopback() }
+
+// Sessions is the number of live /mcp sessions this daemon holds.
+func (d *Daemon) Sessions() int { return d.mcp.Sessions() }
 
 // CreatedOwnerToken reports whether Start created the owner token (a first start).
 func (d *Daemon) CreatedOwnerToken() bool { return d.created }
@@ -164,6 +180,7 @@ func (d *Daemon) Shutdown(hurry context.Context, drain time.Duration) (cancelled
 	defer cancel()
 	err = d.srv.Shutdown(dctx)
 	cancelled = d.a.Shutdown()
+	d.stopWatch()
 	d.mcp.Close() // ends the sessions, and with them their open event streams
 	if err != nil {
 		gctx, gcancel := context.WithTimeout(context.Background(), AnswerGrace)
