@@ -155,6 +155,10 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 	if gone, err := sh.Ended(ctx, hash); err != nil || gone {
 		if err != nil {
 			g.opts.Logger.Warn("reading whether a session ended", "err", err)
+		} else {
+			g.mu.Lock()
+			g.ended.add(hash, time.Unix(c.Expires, 0)) // asked once, not per request
+			g.mu.Unlock()
 		}
 		return nil
 	}
@@ -162,6 +166,12 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 	if err != nil || turn == nil {
 		g.opts.Logger.Info("a session opened elsewhere is stale here", "err", err)
 		return nil
+	}
+	// A principal that sees no tool holds as few sessions here as it may open
+	// (MaxSessionsWithoutTools), whatever it opened on other replicas.
+	quota := g.opts.MaxSessionsPerPrincipal
+	if seesNoTool(ctx, turn) {
+		quota = g.opts.MaxSessionsWithoutTools
 	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
 	s.id, s.hash, s.expires = id, hash, time.Unix(c.Expires, 0)
@@ -182,7 +192,7 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 		g.owners[principal] = own
 	}
 	var victim *httpSession
-	if own.live >= g.opts.MaxSessionsPerPrincipal || len(g.sessions)+g.reserved >= g.opts.MaxSessions {
+	if own.live >= quota || len(g.sessions)+g.reserved >= g.opts.MaxSessions {
 		e := own.idle.Front()
 		if e == nil {
 			if own.live == 0 {

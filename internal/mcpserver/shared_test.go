@@ -56,17 +56,27 @@ func (t statefulTurn) SessionState() string { return t.state }
 
 // replica is one Handler of a shared deployment whose current catalogue is *catalog.
 func replica(sh mcpserver.SharedSessions, catalog *string, mu *sync.Mutex) *mcpserver.Handler {
+	return replicaOf(sh, catalog, mu, false)
+}
+
+// replicaOf is replica whose turns publish no tool when empty.
+func replicaOf(sh mcpserver.SharedSessions, catalog *string, mu *sync.Mutex, empty bool) *mcpserver.Handler {
 	cur := func() string { mu.Lock(); defer mu.Unlock(); return *catalog }
+	turn := func(state string) mcpserver.Turn {
+		t := mcpservertest.NewTurn()
+		t.Empty = empty
+		return statefulTurn{t, state}
+	}
 	return mcpserver.NewHandler(mcpserver.HandlerOptions{
 		Authenticate: func(tok string, present bool) (string, bool) { return strings.TrimPrefix(tok, "tok-"), present },
 		OpenTurn: func(context.Context, string) (mcpserver.Turn, error) {
-			return statefulTurn{mcpservertest.NewTurn(), cur()}, nil
+			return turn(cur()), nil
 		},
 		ResumeTurn: func(_ context.Context, _ string, state string) (mcpserver.Turn, error) {
 			if state != cur() {
 				return nil, errors.New("stale")
 			}
-			return statefulTurn{mcpservertest.NewTurn(), state}, nil
+			return turn(state), nil
 		},
 		Shared: sh,
 	})
@@ -177,5 +187,29 @@ func TestUnsharedSessionsStayLocal(t *testing.T) {
 	}
 	if rec := send(b, "POST", "", sid, listBody); rec.Code != 404 {
 		t.Errorf("unshared session on another handler: %d", rec.Code)
+	}
+}
+
+// A principal that sees no tool holds at most MaxSessionsWithoutTools sessions on a
+// replica that takes up the ones it opened elsewhere, as on the one it opened them on.
+func TestSharedSessionsToollessCap(t *testing.T) {
+	sh := &fakeShared{key: []byte("0123456789abcdef0123456789abcdef"), ended: map[string]time.Time{}}
+	var mu sync.Mutex
+	catalog := "empty"
+	a, b := replicaOf(sh, &catalog, &mu, true), replicaOf(sh, &catalog, &mu, true)
+	defer a.Close()
+	defer b.Close()
+	var sids []string
+	for range 6 {
+		sids = append(sids, send(a, "POST", "ghost", "", initBody).Header().Get("Mcp-Session-Id"))
+	}
+	if a.Sessions() != mcpserver.DefaultMaxSessionsWithoutTools {
+		t.Fatalf("the opening replica holds %d", a.Sessions())
+	}
+	for _, sid := range sids {
+		send(b, "POST", "ghost", sid, `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+	}
+	if n := b.Sessions(); n > mcpserver.DefaultMaxSessionsWithoutTools {
+		t.Errorf("the other replica took up %d sessions of a principal that sees no tool", n)
 	}
 }
