@@ -4,12 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +23,7 @@ import (
 type replicaSet struct {
 	apps    []*app.App
 	daemons []*daemon.Daemon
-	hits    []atomic.Int64
-	proxy   *httptest.Server
+	proxy   *testenv.RoundRobin
 }
 
 func echoTool() *kernel.Tool {
@@ -41,8 +36,8 @@ func echoTool() *kernel.Tool {
 func startReplicas(t testing.TB, n int) *replicaSet {
 	t.Helper()
 	dbURL := testenv.Postgres(t)
-	rs := &replicaSet{hits: make([]atomic.Int64, n)}
-	var proxies []*httputil.ReverseProxy
+	rs := &replicaSet{}
+	var bases []string
 	for i := range n {
 		a, err := app.Open(context.Background(), app.Options{DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: dbURL,
 			Tools: []*kernel.Tool{echoTool()}})
@@ -55,21 +50,11 @@ func startReplicas(t testing.TB, n int) *replicaSet {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { d.Shutdown(context.Background(), time.Second) })
-		target, _ := url.Parse(d.URL())
-		proxies = append(proxies, &httputil.ReverseProxy{
-			Rewrite:       func(r *httputil.ProxyRequest) { r.SetURL(target) },
-			FlushInterval: -1,
-		})
+		bases = append(bases, d.URL())
 		rs.apps = append(rs.apps, a)
 		rs.daemons = append(rs.daemons, d)
 	}
-	var next atomic.Int64
-	rs.proxy = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := int(next.Add(1)-1) % n
-		rs.hits[i].Add(1)
-		proxies[i].ServeHTTP(w, r)
-	}))
-	t.Cleanup(rs.proxy.Close)
+	rs.proxy = testenv.NewRoundRobin(t, "", bases...)
 	return rs
 }
 
@@ -148,9 +133,9 @@ func TestSessionsValidOnAnyReplica(t *testing.T) {
 			break
 		}
 	}
-	for i := range rs.hits {
-		if rs.hits[i].Load() < 4 { // 1 initialize, 1 initialized notice, 12 calls and lists, spread
-			t.Errorf("replica %d served %d requests: the proxy did not spread them", i, rs.hits[i].Load())
+	for i := range rs.proxy.Hits {
+		if rs.proxy.Hits[i].Load() < 4 { // 1 initialize, 1 initialized notice, 12 calls and lists, spread
+			t.Errorf("replica %d served %d requests: the proxy did not spread them", i, rs.proxy.Hits[i].Load())
 		}
 		if n := rs.daemons[i].Sessions(); n != 1 {
 			t.Errorf("replica %d holds %d sessions, want 1", i, n)
