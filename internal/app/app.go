@@ -28,6 +28,7 @@ import (
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
@@ -326,12 +327,13 @@ type turn struct {
 // read the call is still decided by the policy already loaded, and its audit event, which
 // needs the same store, fails it closed.
 func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
+	ctx, span := telemetry.StartCall(telemetry.FromMeta(ctx, req.Meta), t.surface)
 	if err := t.a.refresh(ctx); err != nil {
-		t.a.log.Warn("re-reading grants before a call", "err", err)
+		t.a.log.WarnContext(ctx, "re-reading grants before a call", "err", err)
 	}
 	start := time.Now()
 	res, err := t.Turn.CallTool(ctx, req)
-	t.observe(req, res, err, time.Since(start))
+	span.End(t.observe(req, res, err, time.Since(start)))
 	return res, err
 }
 

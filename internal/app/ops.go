@@ -38,13 +38,14 @@ func newMetrics(st *store.Store) *metrics.Metrics {
 
 // observe records one call in the metrics: the canonical tool id when the turn
 // publishes the name (else metrics.Other, so unknown names add no series), the
-// outcome and reason code from the result's _meta.
-func (t turn) observe(req *mcpspec.CallRequest, res *mcpspec.CallResult, err error, d time.Duration) {
+// outcome and reason code from the result's _meta. It returns those labels, which
+// the call's span records too.
+func (t turn) observe(req *mcpspec.CallRequest, res *mcpspec.CallResult, err error, d time.Duration) (tool, outcome, code string) {
 	tool, ok := t.Turn.ToolID(req.Name)
 	if !ok {
 		tool = metrics.Other
 	}
-	outcome, code := metrics.OutcomeOK, ""
+	outcome = metrics.OutcomeOK
 	switch {
 	case err != nil || res == nil:
 		outcome, code = metrics.OutcomeError, "internal_error"
@@ -56,4 +57,5 @@ func (t turn) observe(req *mcpspec.CallRequest, res *mcpspec.CallResult, err err
 		code, _ = res.Meta[mcpspec.MetaCode].(string)
 	}
 	t.a.metrics.ObserveCall(t.surface, tool, outcome, code, d)
+	return tool, outcome, code
 }

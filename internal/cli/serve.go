@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app/daemon"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/listenaddr"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 func init() { register(10, newServeCmd) }
@@ -62,7 +63,8 @@ signal cancels them at once.`,
 var serveTestTools []*kernel.Tool
 
 func runServe(ctx context.Context, env *Env, f serveFlags) error {
-	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Records logged with a request's context carry its trace_id (docs/deployment.md).
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	host, _, err := listenaddr.ParseBind(f.listen)
 	if err != nil {
 		return err // before anything is opened

@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 // Options configures a Daemon.
@@ -118,9 +119,10 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 	// The guard runs once per request, here (the /mcp Handler sees it passed), and
 	// the policy is brought up to date from the store once per request
 	// (app.Request), however many steps of the request would read it.
-	perRequest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Each request continues its caller's W3C trace (telemetry.Middleware).
+	perRequest := telemetry.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(a.Request(r.Context())))
-	})
+	}))
 	srv := &http.Server{
 		Handler:           mcpserver.Guard(perRequest, opts.AllowedHosts),
 		ReadHeaderTimeout: 10 * time.Second,
