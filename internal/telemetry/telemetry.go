@@ -31,7 +31,11 @@ const instrumentation = "github.com/toolgate/toolgate"
 // speaks traceparent and tracestate on every surface.
 var propagator = propagation.TraceContext{}
 
-func tracer() trace.Tracer { return otel.Tracer(instrumentation) }
+// theTracer is resolved once: the global provider delegates to whatever provider a
+// process installs later, so the tracer follows it.
+var theTracer = otel.Tracer(instrumentation)
+
+func tracer() trace.Tracer { return theTracer }
 
 // Middleware gives each request a server span named after its method and route,
 // child of the request's traceparent when it has a valid one.
@@ -87,6 +91,9 @@ func FromMeta(ctx context.Context, meta json.RawMessage) context.Context {
 	if len(meta) == 0 || meta[0] != '{' || ctx.Value(headerParentKey{}) != nil {
 		return ctx
 	}
+	if _, ok := rpcwire.Member(meta, "traceparent"); !ok {
+		return ctx // the common case: one scan of _meta, nothing allocated
+	}
 	if p := trace.SpanContextFromContext(propagator.Extract(context.Background(), metaCarrier{meta})); p.IsValid() {
 		return trace.ContextWithRemoteSpanContext(ctx, p)
 	}
@@ -95,8 +102,10 @@ func FromMeta(ctx context.Context, meta json.RawMessage) context.Context {
 
 // StartCall starts the span of one tool call on surface; call End with its outcome.
 func StartCall(ctx context.Context, surface string) (context.Context, Call) {
-	ctx, span := tracer().Start(ctx, "tools/call", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.String("toolgate.surface", surface)))
+	ctx, span := tracer().Start(ctx, "tools/call")
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("toolgate.surface", surface))
+	}
 	return ctx, Call{span}
 }
 
