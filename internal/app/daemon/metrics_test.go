@@ -30,22 +30,28 @@ func post(t *testing.T, url, token, body string) (int, http.Header, string) {
 	return resp.StatusCode, resp.Header, string(b)
 }
 
-// /metrics answers the owner token only (not an execution token, not none) and counts
-// the calls of every surface by tool, outcome and code, with the audit commits and the
-// live MCP sessions; a name outside the catalogue is tool="other".
-func TestDaemonMetrics(t *testing.T) {
-	echo := &kernel.Tool{ID: "local.echo", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Run: func(context.Context, *kernel.Call) (*kernel.Output, error) { return &kernel.Output{Text: "ok"}, nil }}
-	a, err := app.Open(context.Background(), app.Options{DataDir: filepath.Join(t.TempDir(), "data"), Tools: []*kernel.Tool{echo}})
+// startWithTool runs a daemon over a fresh SQLite App serving local.echo with run.
+func startWithTool(t *testing.T, run func(context.Context, *kernel.Call) (*kernel.Output, error)) (*app.App, *daemon.Daemon) {
+	t.Helper()
+	tool := &kernel.Tool{ID: "local.echo", InputSchema: json.RawMessage(`{"type":"object"}`), Run: run}
+	a, err := app.Open(context.Background(), app.Options{DataDir: filepath.Join(t.TempDir(), "data"), Tools: []*kernel.Tool{tool}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
+	t.Cleanup(func() { a.Close() })
 	d, err := daemon.Start(a, daemon.Options{Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer d.Shutdown(context.Background(), time.Second)
+	t.Cleanup(func() { d.Shutdown(context.Background(), time.Second) })
+	return a, d
+}
+
+// /metrics answers the owner token only (not an execution token, not none) and counts
+// the calls of every surface by tool, outcome and code, with the audit commits and the
+// live MCP sessions; a name outside the catalogue is tool="other".
+func TestDaemonMetrics(t *testing.T) {
+	a, d := startWithTool(t, func(context.Context, *kernel.Call) (*kernel.Output, error) { return &kernel.Output{Text: "ok"}, nil })
 	owner, _, _ := a.OwnerToken()
 	exec, err := a.MintToken("default", "s1", 60)
 	if err != nil {

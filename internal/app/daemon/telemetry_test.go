@@ -2,16 +2,11 @@ package daemon_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
-	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/app/daemon"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/telemetry"
 )
@@ -22,23 +17,12 @@ import (
 func TestDaemonTraceContextReachesTheTool(t *testing.T) {
 	var mu sync.Mutex
 	var seen []string
-	tool := &kernel.Tool{ID: "local.echo", InputSchema: json.RawMessage(`{"type":"object"}`),
-		Run: func(ctx context.Context, _ *kernel.Call) (*kernel.Output, error) {
-			mu.Lock()
-			seen = append(seen, telemetry.TraceID(ctx))
-			mu.Unlock()
-			return &kernel.Output{Text: "ok"}, nil
-		}}
-	a, err := app.Open(context.Background(), app.Options{DataDir: filepath.Join(t.TempDir(), "data"), Tools: []*kernel.Tool{tool}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	d, err := daemon.Start(a, daemon.Options{Listen: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer d.Shutdown(context.Background(), time.Second)
+	a, d := startWithTool(t, func(ctx context.Context, _ *kernel.Call) (*kernel.Output, error) {
+		mu.Lock()
+		seen = append(seen, telemetry.TraceID(ctx))
+		mu.Unlock()
+		return &kernel.Output{Text: "ok"}, nil
+	})
 	owner, _, _ := a.OwnerToken()
 
 	req, _ := http.NewRequest("POST", d.URL()+"/v1/tools/invoke", strings.NewReader(`{"name":"local.echo","arguments":{}}`))
