@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"bytes"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -15,10 +16,13 @@ import (
 // foreign Host stays foreign), hop-by-hop headers are dropped, and a request without
 // Authorization gets the token given (when not empty), as an authenticating gateway would add it.
 //
-// It is written out rather than built on net/http/httputil.ReverseProxy: through that
-// proxy, even to a single toolgate serve, the Go SDK's sessions occasionally saw an
-// answer's stream cut ("use of closed network connection" on the proxy's backend
-// connection), which this proxy, like an ordinary load balancer, does not do.
+// It reads each request body whole before forwarding it, as nginx and haproxy buffer
+// bodies by default. Streaming it instead (net/http/httputil.ReverseProxy does) cuts an
+// answer now and then: toolgate sends an SSE answer's headers before the call runs;
+// writing them to the client makes the proxy's http.Server close the inbound body;
+// the transport's last read of that body, checking it was not longer than declared,
+// then fails and tears down the backend connection mid-answer ("use of closed network
+// connection"; Go issue 40747). Even one toolgate serve behind ReverseProxy showed it.
 type RoundRobin struct {
 	*httptest.Server
 	// Hits counts the requests each backend was given.
@@ -50,16 +54,20 @@ func NewRoundRobin(t testing.TB, token string, backends ...string) *RoundRobin {
 func (p *RoundRobin) serve(w http.ResponseWriter, r *http.Request) {
 	i := int(p.next.Add(1)-1) % len(p.backends)
 	p.Hits[i].Add(1)
-	var body io.Reader = r.Body
-	if r.ContentLength == 0 {
-		body = nil
+	var body io.Reader
+	if r.ContentLength != 0 {
+		b, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadGateway)
+			return
+		}
+		body = bytes.NewReader(b)
 	}
 	out, err := http.NewRequestWithContext(r.Context(), r.Method, strings.TrimSuffix(p.backends[i], "/")+r.URL.RequestURI(), body)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusBadGateway)
 		return
 	}
-	out.ContentLength = r.ContentLength
 	out.Header = r.Header.Clone()
 	for _, h := range hopByHop {
 		out.Header.Del(h)
