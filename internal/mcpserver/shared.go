@@ -43,6 +43,9 @@ const DefaultSessionLifetime = 24 * time.Hour
 // under the grants as they are then, so with no authority it would not get anew).
 const maxEndedRemembered = 1 << 16
 
+// endTimeout bounds recording a DELETE for the other Handlers.
+const endTimeout = 5 * time.Second
+
 // sessionIDPrefix starts a signed session id.
 const sessionIDPrefix = "tg1."
 
@@ -242,6 +245,9 @@ func (g *registry) deleted(ctx context.Context, s *httpSession) {
 	if g.opts.Shared == nil || s.hash == "" {
 		return
 	}
+	// Recorded even when the client hangs up right after sending the DELETE.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+	defer cancel()
 	if err := g.opts.Shared.End(ctx, s.hash, s.expires); err != nil {
 		g.opts.Logger.Warn("recording an ended session for the other replicas", "err", err)
 	}
