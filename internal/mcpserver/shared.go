@@ -157,7 +157,7 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 	}
 	if gone, err := sh.Ended(ctx, hash); err != nil || gone {
 		if err != nil {
-			g.opts.Logger.Warn("reading whether a session ended", "err", err)
+			g.opts.Logger.WarnContext(ctx, "reading whether a session ended", "err", err)
 		} else {
 			g.mu.Lock()
 			g.ended.add(hash, time.Unix(c.Expires, 0)) // asked once, not per request
@@ -167,7 +167,7 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 	}
 	turn, err := g.opts.ResumeTurn(ctx, principal, c.State)
 	if err != nil || turn == nil {
-		g.opts.Logger.Info("a session opened elsewhere is stale here", "err", err)
+		g.opts.Logger.InfoContext(ctx, "a session opened elsewhere is stale here", "err", err)
 		return nil
 	}
 	// A principal that sees no tool holds as few sessions here as it may open
@@ -249,7 +249,7 @@ func (g *registry) deleted(ctx context.Context, s *httpSession) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
 	if err := g.opts.Shared.End(ctx, s.hash, s.expires); err != nil {
-		g.opts.Logger.Warn("recording an ended session for the other replicas", "err", err)
+		g.opts.Logger.WarnContext(ctx, "recording an ended session for the other replicas", "err", err)
 	}
 }
 
