@@ -127,4 +127,3 @@ func BenchmarkReplicasSessionCalls(b *testing.B) {
 		})
 	}
 }
-
