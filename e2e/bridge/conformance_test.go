@@ -2,10 +2,7 @@ package bridge_test
 
 import (
 	"context"
-	"encoding/json"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -67,12 +64,6 @@ var conformanceMustPass = []string{"server-initialize", "ping", "tools-list", "d
 // cut: a bridge that stopped serving mid-suite.
 var connectionClosed = regexp.MustCompile(`(?i)fetch failed|ECONNREFUSED|ECONNRESET|socket hang up|other side closed|UND_ERR_SOCKET|terminated`)
 
-type conformanceCheck struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"`
-	ErrorMessage string `json:"errorMessage"`
-}
-
 // TestConformance runs both releases of the official MCP conformance suite's
 // server scenarios to their end against one `toolgate bridge --no-auth` (the
 // suite sends no token): 0.1.16 with --suite all, then 0.2.0-alpha.12 with
@@ -115,7 +106,7 @@ func TestConformance(t *testing.T) {
 			t.Logf("conformance %s %s (%s):%s", run.name, strings.Join(run.args, " "), took.Round(time.Millisecond), summary)
 
 			ran := strings.Count(string(out), "=== Running scenario: ")
-			checks := readConformanceResults(t, results)
+			checks := testenv.ConformanceResults(t, results)
 			if len(checks) != ran || ran == 0 {
 				t.Errorf("%d scenarios ran, %d left results", ran, len(checks))
 			}
@@ -171,35 +162,4 @@ func TestConformance(t *testing.T) {
 	if s := p.stderr.String(); s != "" {
 		t.Errorf("bridge stderr:\n%s", s)
 	}
-}
-
-// readConformanceResults reads the checks of every scenario from the suite's
-// output folder, where each scenario leaves server-NAME-TIMESTAMP/checks.json.
-func readConformanceResults(t *testing.T, dir string) map[string][]conformanceCheck {
-	t.Helper()
-	stamp := regexp.MustCompile(`^server-(.+)-\d{4}-\d\d-\d\dT[\d-]+Z$`)
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string][]conformanceCheck{}
-	for _, e := range entries {
-		m := stamp.FindStringSubmatch(e.Name())
-		if m == nil {
-			t.Errorf("unexpected result %s", e.Name())
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join(dir, e.Name(), "checks.json"))
-		if err != nil {
-			t.Errorf("scenario %s: %v", m[1], err)
-			continue
-		}
-		var checks []conformanceCheck
-		if err := json.Unmarshal(b, &checks); err != nil {
-			t.Errorf("scenario %s: %v", m[1], err)
-			continue
-		}
-		out[m[1]] = checks
-	}
-	return out
 }

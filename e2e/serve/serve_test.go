@@ -76,6 +76,9 @@ func TestFirstStart(t *testing.T) {
 	if status, _, body := request(t, "GET", d.url+"/healthz", "", ""); status != 200 || string(body) != "{\"status\":\"ok\"}\n" {
 		t.Errorf("healthz: %d %s", status, body)
 	}
+	if status, _, body := request(t, "GET", d.url+"/readyz", "", ""); status != 200 || string(body) != "{\"status\":\"ready\"}\n" {
+		t.Errorf("readyz: %d %s", status, body)
+	}
 	for _, c := range []struct{ method, path, body string }{
 		{"GET", "/v1/tools", ""},
 		{"POST", "/v1/tools/invoke", `{"name":"local.read_file","arguments":{"path":"docs/a.md"}}`},
@@ -107,6 +110,17 @@ func TestFirstStart(t *testing.T) {
 		if !slices.Contains(names, want) {
 			t.Errorf("default catalogue %v lacks %s", names, want)
 		}
+	}
+	// /metrics: the owner token only; the refused calls above are not calls.
+	if status, _, _ := request(t, "GET", d.url+"/metrics", "", ""); status != 401 {
+		t.Errorf("/metrics without a token: %d", status)
+	}
+	if status, _, body := request(t, "POST", d.url+"/v1/tools/invoke", owner, `{"name":"local.read_file","arguments":{"path":"docs/a.md"}}`); status != 200 {
+		t.Fatalf("invoke: %d %s", status, body)
+	}
+	status, _, body = request(t, "GET", d.url+"/metrics", owner, "")
+	if status != 200 || !strings.Contains(string(body), "\n"+`toolgate_tool_calls_total{code="none",outcome="ok",tool="local.read_file"} 1`+"\n") {
+		t.Errorf("/metrics: %d\n%s", status, body)
 	}
 	if err := d.stop(syscall.SIGTERM); err != nil {
 		t.Errorf("SIGTERM exit: %v\n%s", err, d.stderr.String())

@@ -7,5 +7,9 @@
 // scripted session (testdata/tsclient.mjs, plain ESM run by Node 22) and checks the
 // one JSON line it prints: catalogue and catalogHash, allowed calls, refusals as
 // results with their reason codes, elicitation, DELETE and the 404 that follows, and
-// the protocol version each side negotiated.
+// the protocol version each side negotiated. replicas_test.go puts two `toolgate
+// serve` replicas on one PostgreSQL behind a round-robin proxy (testenv.RoundRobin):
+// the TypeScript and Go SDKs keep sessions whose requests both replicas serve, and the
+// official conformance suite's 2026-07-28 requirements pass through the replicas
+// wherever they pass on one daemon.
 package tsclient

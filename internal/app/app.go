@@ -25,8 +25,10 @@ import (
 	"github.com/toolgate/toolgate/internal/exectoken"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
@@ -62,6 +64,9 @@ type TurnRequest struct {
 	// Capabilities narrow the turn below what the grants allow (see
 	// kernel.TurnOptions.Capabilities); empty leaves the grants alone to decide.
 	Capabilities []string
+	// ID, when set, is the turn's execution id (ResumeTurn: a session opened on
+	// another replica keeps its turn's).
+	ID string
 }
 
 // Outcome is how a turn ended.
@@ -114,6 +119,7 @@ type App struct {
 	st       *store.Store
 	k        *kernel.Kernel
 	tokenKey []byte
+	metrics  *metrics.Metrics // what /metrics exposes (ops.go)
 
 	refreshSeq atomic.Int64
 	pol        policyState // skips reloading an unchanged policy; see refresh.go
@@ -159,7 +165,7 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 	if opts.DatabaseURL == "" {
 		dir = filepath.Dir(st.Path())
 	}
-	a := &App{opts: opts, log: log, st: st, dir: dir}
+	a := &App{opts: opts, log: log, st: st, dir: dir, metrics: newMetrics(st)}
 	if err := a.init(ctx); err != nil {
 		st.Close()
 		return nil, err
@@ -302,18 +308,19 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	// the turn look stale once (one extra re-initialize), never fresh when it is not.
 	gen := a.policyGen.Load()
 	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
-		Capabilities: req.Capabilities})
+		Capabilities: req.Capabilities, ID: req.ID})
 	if err != nil {
 		return nil, err
 	}
-	return turn{Turn: t, a: a, gen: gen}, nil
+	return turn{Turn: t, a: a, gen: gen, surface: req.Transport}, nil
 }
 
 // turn adapts *kernel.Turn to Turn.
 type turn struct {
 	*kernel.Turn
-	a   *App
-	gen int64 // policyGen when the turn opened
+	a       *App
+	gen     int64  // policyGen when the turn opened
+	surface string // its transport, a metrics label
 }
 
 // CallTool first brings the kernel's policy up to date with the store (another process,
@@ -323,10 +330,14 @@ type turn struct {
 // read the call is still decided by the policy already loaded, and its audit event, which
 // needs the same store, fails it closed.
 func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error) {
+	ctx, span := telemetry.StartCall(telemetry.FromMeta(ctx, req.Meta), t.surface)
 	if err := t.a.refresh(ctx); err != nil {
-		t.a.log.Warn("re-reading grants before a call", "err", err)
+		t.a.log.WarnContext(ctx, "re-reading grants before a call", "err", err)
 	}
-	return t.Turn.CallTool(ctx, req)
+	start := time.Now()
+	res, err := t.Turn.CallTool(ctx, req)
+	span.End(t.observe(req, res, err, time.Since(start)))
+	return res, err
 }
 
 // Stale re-reads the grants and namespace switches from the store and reports whether

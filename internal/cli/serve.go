@@ -11,6 +11,7 @@ import (
 	"github.com/toolgate/toolgate/internal/app/daemon"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/listenaddr"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 func init() { register(10, newServeCmd) }
@@ -29,12 +30,14 @@ func newServeCmd(env *Env) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the daemon: /mcp, /v1/tools, /v1/tools/invoke and /healthz on one listener",
+		Short: "Run the daemon: /mcp, /v1/tools, /v1/tools/invoke, /healthz, /readyz and /metrics on one listener",
 		Long: `serve runs toolgate as a daemon over the data directory. One HTTP server carries
   /mcp               MCP over Streamable HTTP; each session gets its own turn and catalogue
   /v1/tools          GET: the caller's effective catalogue (the same as tools/list)
   /v1/tools/invoke   POST {"name","arguments"}: the same ToolCall as tools/call
   /healthz           GET: liveness, no authentication
+  /readyz            GET: readiness (the store answers, its schema is current), no authentication
+  /metrics           GET: Prometheus metrics, the owner token only
 Every /mcp and /v1 request needs "Authorization: Bearer TOKEN": the owner token (the file
 owner-token in the data directory, created on first start; it speaks for the principal
 "default") or an execution token from "toolgate token mint".
@@ -61,7 +64,8 @@ signal cancels them at once.`,
 var serveTestTools []*kernel.Tool
 
 func runServe(ctx context.Context, env *Env, f serveFlags) error {
-	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	// Records logged with a request's context carry its trace_id (docs/deployment.md).
+	log := slog.New(telemetry.LogHandler(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	host, _, err := listenaddr.ParseBind(f.listen)
 	if err != nil {
 		return err // before anything is opened

@@ -183,6 +183,10 @@ type TurnOptions struct {
 	// They never widen: the grants still decide everything they would decide without
 	// them. Invalid syntax fails OpenTurn.
 	Capabilities []string
+	// ID, when set, is the turn's execution id instead of a new one: a session another
+	// replica opened, served here, keeps its turn's id (docs/deployment.md). At most
+	// 64 bytes.
+	ID string
 }
 
 // OpenTurn resolves the principal's effective catalogue once — registered, namespace
@@ -194,6 +198,9 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 	caps, err := policy.CompileCapabilities(o.Capabilities)
 	if err != nil {
 		return nil, fmt.Errorf("kernel: opening a turn for %q: %w", o.Principal, err)
+	}
+	if len(o.ID) > 64 {
+		return nil, fmt.Errorf("kernel: opening a turn for %q: the turn id is over 64 bytes", o.Principal)
 	}
 	pol := k.policy.Load()
 	nsp := k.namespaces.Load()
@@ -214,9 +221,13 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 			k.cachePut(catalogKey{pol, nsp, gen, o.Principal, caps.Key()}, c)
 		}
 	}
+	id := o.ID
+	if id == "" {
+		id = newID("exec-")
+	}
 	t := &Turn{
 		k:         k,
-		id:        newID("exec-"),
+		id:        id,
 		principal: o.Principal,
 		transport: o.Transport,
 		alias:     o.Alias,

@@ -526,3 +526,12 @@ func peerOf(req *mcpspec.CallRequest) mcpspec.Peer {
 	}
 	return req.Peer
 }
+
+// ToolID is the canonical id of the tool this turn publishes as name, and whether it
+// publishes one: a bounded label for metrics (only the catalogue's names map).
+func (t *Turn) ToolID(name string) (string, bool) {
+	if e, ok := t.byName[name]; ok {
+		return e.tool.ID, true
+	}
+	return "", false
+}

@@ -94,6 +94,17 @@ type HandlerOptions struct {
 	NoStateless bool
 	// Logger receives failures; nil discards.
 	Logger *slog.Logger
+	// Shared, when set, makes every session valid on each Handler sharing it (the
+	// replicas of toolgate serve): signed session ids, served anywhere through
+	// ResumeTurn (see SharedSessions, docs/deployment.md).
+	Shared SharedSessions
+	// ResumeTurn opens, from its SessionStater state, the Turn of a session this
+	// Handler does not hold. An error means the state is stale (the principal's
+	// grants give another catalogue now): the request is 404 unknown_session.
+	ResumeTurn func(ctx context.Context, principal, state string) (Turn, error)
+	// SessionLifetime bounds how long a signed session id is valid (default
+	// DefaultSessionLifetime); only with Shared.
+	SessionLifetime time.Duration
 }
 
 // StaleTurn is implemented by a Turn that can tell when the grants it was
@@ -147,6 +158,9 @@ func NewHandler(opts HandlerOptions) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.SessionLifetime <= 0 {
+		opts.SessionLifetime = DefaultSessionLifetime
+	}
 	reg := newRegistry(opts, true)
 	return &Handler{
 		reg: reg,
@@ -197,8 +211,11 @@ type registry struct {
 	idle     list.List
 	reserved int // initializes between their admission and their Turn
 	closed   bool
-	stop     chan struct{}
-	stopped  chan struct{}
+	// With opts.Shared: the signed sessions held, by id hash, and those ended here.
+	byHash  map[string]*httpSession
+	ended   endedSet
+	stop    chan struct{}
+	stopped chan struct{}
 }
 
 // newRegistry returns an empty registry; with reap, a goroutine ends sessions
@@ -209,6 +226,7 @@ func newRegistry(opts HandlerOptions, reap bool) *registry {
 		opts:     opts,
 		sessions: map[string]*httpSession{},
 		owners:   map[string]*principalSessions{},
+		byHash:   map[string]*httpSession{},
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
@@ -243,6 +261,7 @@ func (g *registry) close() {
 	}
 	g.sessions = map[string]*httpSession{}
 	g.owners = map[string]*principalSessions{}
+	g.byHash = map[string]*httpSession{}
 	g.idle.Init()
 	g.mu.Unlock()
 	close(g.stop)
@@ -315,6 +334,10 @@ func (g *registry) dropLocked(s *httpSession) {
 	sl.gone = true
 	g.unlinkIdle(sl)
 	delete(g.sessions, s.id)
+	if s.hash != "" {
+		delete(g.byHash, s.hash)
+		g.ended.add(s.hash, s.expires)
+	}
 	g.unreserveLocked(sl.principal, sl.owner)
 }
 
@@ -331,6 +354,9 @@ func (g *registry) lookup(ctx context.Context, id, principal string) *httpSessio
 	g.mu.Lock()
 	s := g.sessions[id]
 	g.mu.Unlock()
+	if s == nil {
+		s = g.resume(ctx, id, principal) // opened on another replica, when shared
+	}
 	if s == nil || s.principal != principal || s.isEnded() {
 		return nil
 	}
@@ -456,8 +482,12 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		}
 	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
+	g.sealFor(s, principal)
 	s.slot = &sessionSlot{reg: g, principal: principal, owner: own, busy: 1}
 	g.sessions[s.id] = s
+	if s.hash != "" {
+		g.byHash[s.hash] = s
+	}
 	g.mu.Unlock()
 	if len(ended) > 0 {
 		g.opts.Logger.Info("a principal that can see no tool is at its session quota: ending its least recently used idle sessions", "ended", len(ended))

@@ -42,6 +42,9 @@ type httpSession struct {
 	log       *slog.Logger
 	// slot is the session's place in its registry (a Handler's or a Bridge's).
 	slot *sessionSlot
+	// hash and expires are set for a signed session id (HandlerOptions.Shared).
+	hash    string
+	expires time.Time
 
 	endOnce sync.Once
 	ended   chan struct{}
@@ -216,7 +219,7 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 		defer sess.release()
 	}
 	if r.Method == http.MethodDelete {
-		c.serveDelete(w, sess, principal)
+		c.serveDelete(w, r, sess, principal)
 		return
 	}
 	c.servePost(w, r, sess, principal)
@@ -235,7 +238,7 @@ func (c *httpCore) authorize(r *http.Request) (string, bool) {
 	return c.authenticate(token, present)
 }
 
-func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, principal string) {
+func (c *httpCore) serveDelete(w http.ResponseWriter, r *http.Request, sess *httpSession, principal string) {
 	if sess == nil {
 		sess = c.store.implicit(principal, false)
 	}
@@ -245,6 +248,11 @@ func (c *httpCore) serveDelete(w http.ResponseWriter, sess *httpSession, princip
 	}
 	c.store.remove(sess)
 	sess.end()
+	if d, ok := c.store.(interface {
+		deleted(context.Context, *httpSession)
+	}); ok {
+		d.deleted(r.Context(), sess) // a Handler sharing its sessions tells the others
+	}
 	w.WriteHeader(http.StatusOK)
 }
 

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/audit"
 )
@@ -62,7 +63,11 @@ func (s *Store) writeAuditBatch() {
 	// The batch is written on behalf of callers whose contexts may end independently;
 	// none of them may abort the others' commit, so the write is not cancellable. It is
 	// bounded by the busy timeout.
+	start := time.Now()
 	err := s.insertAuditBatch(context.Background(), batch)
+	if f := s.onCommit.Load(); f != nil {
+		(*f)(time.Since(start), len(batch), err)
+	}
 	if err != nil {
 		err = fmt.Errorf("writing %d event(s): %w", len(batch), err)
 		for _, p := range batch {
@@ -85,4 +90,23 @@ func (s *Store) withdraw(p *pendingAppend) bool {
 		}
 	}
 	return false
+}
+
+// ObserveAuditCommits has f called after every group commit (or failed attempt) with
+// its duration and event count (toolgate serve's /metrics). It runs on the committing
+// goroutine, after the transaction, so it must be quick; nil stops the calls.
+func (s *Store) ObserveAuditCommits(f func(d time.Duration, events int, err error)) {
+	if f == nil {
+		s.onCommit.Store(nil)
+		return
+	}
+	s.onCommit.Store(&f)
+}
+
+// AuditQueueDepth is how many audit events wait for a group commit now: calls whose
+// decision is made and held until it is durable.
+func (s *Store) AuditQueueDepth() int {
+	s.auditMu.Lock()
+	defer s.auditMu.Unlock()
+	return len(s.auditQueue)
 }

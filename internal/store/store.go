@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v5"
@@ -72,6 +73,8 @@ type Store struct {
 	// (writer.go); nil until the first append and after a failed one. Only the holder
 	// of auditSem touches it.
 	writer *auditWriter
+	// onCommit, when set, is told of each group commit (ObserveAuditCommits).
+	onCommit atomic.Pointer[func(time.Duration, int, error)]
 
 	// policyVersion reads the policy change counter (policyversion.go), once per
 	// request in a long-running process, so it is compiled once per connection.

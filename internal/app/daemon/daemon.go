@@ -1,6 +1,6 @@
 // Package daemon is toolgate serve's HTTP server over one App: a listener carrying /mcp
 // (MCP over Streamable HTTP, a session per initialize), /v1/tools and /v1/tools/invoke
-// (the HTTP API) and /healthz, behind the Host/Origin guard, and its orderly shutdown.
+// (the HTTP API), /healthz, /readyz and /metrics, behind the Host/Origin guard, and its orderly shutdown.
 // It is the app's: the CLI and tests import it, no other package does. See
 // docs/kernel.md ("toolgate serve") and docs/architecture.md.
 package daemon
@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 // Options configures a Daemon.
@@ -47,6 +48,8 @@ type Daemon struct {
 	url     string
 	created bool
 	served  chan error
+	// stopWatch stops ending the sessions other replicas ended.
+	stopWatch func()
 }
 
 // Start reads (creating on first use) the data directory's owner token, builds the
@@ -65,7 +68,7 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		return nil, err
 	}
 	auth := a.Authenticate(owner)
-	mcpH := mcpserver.NewHandler(mcpserver.HandlerOptions{
+	mcpOpts := mcpserver.HandlerOptions{
 		Path:         "/mcp",
 		Authenticate: auth,
 		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
@@ -75,7 +78,16 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		Instructions: app.Instructions,
 		AllowedHosts: opts.AllowedHosts,
 		Logger:       log,
-	})
+	}
+	watchEnded, err := shareSessions(a, &mcpOpts) // replicas on PostgreSQL
+	if err != nil {
+		return nil, err
+	}
+	mcpH := mcpserver.NewHandler(mcpOpts)
+	stopWatch := func() {}
+	if watchEnded != nil {
+		stopWatch = watchEnded(mcpH)
+	}
 	apiH, err := httpapi.New(httpapi.Options{
 		Authenticate: auth,
 		OpenTurn: func(ctx context.Context, principal string) (httpapi.Turn, error) {
@@ -84,6 +96,7 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		Logger: log,
 	})
 	if err != nil {
+		stopWatch()
 		mcpH.Close()
 		return nil, err
 	}
@@ -100,12 +113,16 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		w.Header().Set("Cache-Control", "no-store")
 		_, _ = w.Write([]byte(`{"status":"ok"}` + "\n"))
 	})
+	mux.Handle("GET /readyz", &readiness{check: a.Ready, log: log})
+	a.Metrics().SetSessions(mcpH.Sessions)
+	mux.Handle("GET /metrics", ownerOnly(owner, a.Metrics().Handler()))
 	// The guard runs once per request, here (the /mcp Handler sees it passed), and
 	// the policy is brought up to date from the store once per request
 	// (app.Request), however many steps of the request would read it.
-	perRequest := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// Each request continues its caller's W3C trace (telemetry.Middleware).
+	perRequest := telemetry.Middleware(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mux.ServeHTTP(w, r.WithContext(a.Request(r.Context())))
-	})
+	}))
 	srv := &http.Server{
 		Handler:           mcpserver.Guard(perRequest, opts.AllowedHosts),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -114,12 +131,13 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 	}
 	ln, err := net.Listen("tcp", opts.Listen)
 	if err != nil {
+		stopWatch()
 		mcpH.Close()
 		return nil, fmt.Errorf("listening on %s: %w", opts.Listen, err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
 	d := &Daemon{a: a, mcp: mcpH, srv: srv, addr: addr, url: listenaddr.BaseURL(host, addr),
-		created: created, served: make(chan error, 1)}
+		created: created, served: make(chan error, 1), stopWatch: stopWatch}
 	go func() { d.served <- srv.Serve(ln) }()
 	return d, nil
 }
@@ -134,6 +152,9 @@ func (d *Daemon) Addr() *net.TCPAddr { return d.addr }
 // Loopback reports whether the daemon accepts connections from this machine only.
 // What was bound decides, not the name asked for.
 func (d *Daemon) Loopback() bool { return d.addr.IP.IsLoopback() }
+
+// Sessions is the number of live /mcp sessions this daemon holds.
+func (d *Daemon) Sessions() int { return d.mcp.Sessions() }
 
 // CreatedOwnerToken reports whether Start created the owner token (a first start).
 func (d *Daemon) CreatedOwnerToken() bool { return d.created }
@@ -161,6 +182,7 @@ func (d *Daemon) Shutdown(hurry context.Context, drain time.Duration) (cancelled
 	defer cancel()
 	err = d.srv.Shutdown(dctx)
 	cancelled = d.a.Shutdown()
+	d.stopWatch()
 	d.mcp.Close() // ends the sessions, and with them their open event streams
 	if err != nil {
 		gctx, gcancel := context.WithTimeout(context.Background(), AnswerGrace)
