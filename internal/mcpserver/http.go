@@ -496,8 +496,15 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessag
 	mismatch := func(what string) *jsonrpc.Error {
 		return &jsonrpc.Error{Code: mcpspec.CodeHeaderMismatch, Message: "header mismatch: " + what}
 	}
-	if v, ok := modernVersionOf(meta); ok && v == mcpspec.ModernVersion && strings.TrimSpace(r.Header.Get(headerProtocolVersion)) != v {
-		return mismatch("MCP-Protocol-Version must equal _meta[\"" + mcpspec.MetaProtocolVersion + "\"]")
+	// Checked before the version itself: a header sent that disagrees with the body
+	// is a mismatch (-32020) even when the body's version is one not served; a header
+	// missing is one when the body asks for this revision (an unserved version with
+	// no header at all is answered -32022, so the client can negotiate).
+	if v, ok := modernVersionOf(meta); ok {
+		hv, sent := r.Header[http.CanonicalHeaderKey(headerProtocolVersion)]
+		if (sent && strings.TrimSpace(hv[0]) != v) || (!sent && v == mcpspec.ModernVersion) {
+			return mismatch("MCP-Protocol-Version must equal _meta[\"" + mcpspec.MetaProtocolVersion + "\"]")
+		}
 	}
 	// Each standard header must be sent at most once: with two, the server and an
 	// intermediary routing on the header could read different values (one takes
