@@ -1,0 +1,66 @@
+package upstreamtest
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/upstream"
+)
+
+// Dialer is the smallest host.Dialer over internal/upstream, for tests of what is built
+// on the host with real upstream processes: DialRequest.Config is the upstream.Spec to
+// start (a Spec of this package). OnRequest answers the upstream's requests to the
+// client (the fixture's "ask" tool); nil is upstream's default.
+type Dialer struct {
+	OnRequest upstream.RequestHandler
+}
+
+// Dial starts the process and makes the handshake over its stdio.
+func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, error) {
+	spec := req.Config.(upstream.Spec)
+	p, err := upstream.Start(spec)
+	if err != nil {
+		return nil, err
+	}
+	c, err := upstream.DialStdio(ctx, p, upstream.Options{
+		OnNotification: func(n upstream.Notification) { req.Notify(n.Method, n.Params) },
+		OnRequest:      d.OnRequest,
+	})
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		p.Stop(sctx)
+		return nil, err
+	}
+	return &session{p: p, c: c}, nil
+}
+
+type session struct {
+	p *upstream.Process
+	c *upstream.Conn
+}
+
+func (s *session) Info() host.SessionInfo {
+	hs := s.c.Handshake()
+	return host.SessionInfo{ProtocolVersion: hs.ProtocolVersion, ServerInfo: hs.ServerInfo, Capabilities: hs.Capabilities, Instructions: hs.Instructions}
+}
+
+func (s *session) Call(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	if opts.Progress != nil {
+		return s.c.CallWithProgress(ctx, method, params, opts.Progress)
+	}
+	return s.c.Call(ctx, method, params)
+}
+
+func (s *session) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+
+func (s *session) Close(ctx context.Context) error {
+	s.c.Close()
+	return s.p.Stop(ctx)
+}
+
+func (s *session) Done() <-chan struct{} { return s.c.Done() }
+func (s *session) Err() error            { return s.c.Err() }
+func (s *session) StderrTail() string    { return s.p.StderrTail() }
