@@ -59,6 +59,10 @@ type TurnRequest struct {
 	// Capabilities narrow the turn below what the grants allow (see
 	// kernel.TurnOptions.Capabilities); empty leaves the grants alone to decide.
 	Capabilities []string
+	// Selections bring upstream servers' tools into the turn, those of servers whose
+	// allow_implicit_invocation is false included (kernel.TurnOptions.Selections);
+	// Selections(turn) reports what became of each.
+	Selections []kernel.Selection
 }
 
 // Outcome is how a turn ended.
@@ -122,6 +126,8 @@ type App struct {
 	appliedSeq int64
 	lastGrants []policy.Grant
 	lastNS     map[string]bool
+
+	ut upstreamTools // the upstream servers' tools (upstreamtools.go)
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -299,7 +305,7 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	// the turn look stale once (one extra re-initialize), never fresh when it is not.
 	gen := a.policyGen.Load()
 	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
-		Capabilities: req.Capabilities})
+		Capabilities: req.Capabilities, Selections: req.Selections})
 	if err != nil {
 		return nil, err
 	}

@@ -245,3 +245,30 @@ func (k *Kernel) auditSelections(ctx context.Context, t *Turn, diags []Selection
 	}
 	return nil
 }
+
+// SetNamespacePolicy changes the policy of a namespace replaced with ReplaceNamespace
+// (a server enabled or disabled, its implicit invocation allowed or not) without
+// compiling its tools again. New turns see it; open turns keep theirs. It reports
+// whether ns is such a namespace.
+func (k *Kernel) SetNamespacePolicy(ns string, p NamespacePolicy) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.nspol[ns]; !ok {
+		return false
+	}
+	pol := make(map[string]NamespacePolicy, len(k.nspol))
+	for n, v := range k.nspol {
+		pol[n] = v
+	}
+	pol[ns] = p
+	k.nspol = pol
+	k.gen++
+	return true
+}
+
+// IDs lists the registered tool ids, sorted.
+func (k *Kernel) IDs() []string {
+	k.mu.RLock()
+	defer k.mu.RUnlock()
+	return slices.Clone(k.ids)
+}

@@ -1,0 +1,179 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/hostrelay"
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/names"
+	"github.com/toolgate/toolgate/internal/upstreamtools"
+)
+
+// UpstreamServer is what the kernel needs to know of one installed upstream server to
+// publish its tools: its name (the namespace of its tools), policy.enabled and
+// policy.allow_implicit_invocation.
+type UpstreamServer struct {
+	Name     string
+	Enabled  bool
+	Implicit bool
+}
+
+// upstreamTools is the App's view of the upstream servers' tools: what SyncUpstream
+// last published for each server. Its lock serialises SyncUpstream and RemoveUpstream
+// (they build and swap in memory only; nothing under it waits for I/O).
+type upstreamTools struct {
+	// up is what the tools call; nil until the App hosts or relays upstreams.
+	up hostrelay.Upstreams
+
+	mu      sync.Mutex
+	reg     *names.Registry // every published name, built-in and local tools' included
+	servers map[string]*upstreamState
+}
+
+// upstreamState is one server as the kernel has it.
+type upstreamState struct {
+	server  UpstreamServer
+	version uint64
+	digest  string
+	// bindings and diagnostics are from the catalogue's last Build and registration.
+	bindings    []upstreamtools.Binding
+	diagnostics []upstreamtools.Diagnostic
+}
+
+// UpstreamTools is what SyncUpstream published for one server: the callable names
+// bound to raw MCP tool names and what Build and the kernel noticed.
+type UpstreamTools struct {
+	Server         UpstreamServer
+	CatalogVersion uint64
+	Bindings       []upstreamtools.Binding
+	Diagnostics    []upstreamtools.Diagnostic
+}
+
+// SyncUpstream publishes server's catalogue cat to new turns, under its policy: its
+// tools replace the namespace's previous ones in one step (turns already open keep
+// theirs), a disabled server's are published to nobody, and an implicit=false
+// server's only to turns that select them (kernel.Selection). A catalogue already
+// published (same version and digest) is not built or compiled again: only the
+// policy changes. The management side calls it whenever a server is installed, its
+// policy changes or its catalogue changes.
+func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
+	u := &a.ut
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	a.namesLocked()
+	pol := kernel.NamespacePolicy{Disabled: !server.Enabled, ExplicitOnly: !server.Implicit}
+	prev := u.servers[server.Name]
+	if prev != nil && prev.version == cat.Version && prev.digest == cat.Digest {
+		prev.server = server
+		a.k.SetNamespacePolicy(server.Name, pol)
+		return
+	}
+	c := upstreamtools.Build(server.Name, cat, a.toolCaller(), u.reg)
+	st := &upstreamState{server: server, version: cat.Version, digest: cat.Digest, bindings: c.Bindings, diagnostics: c.Diagnostics}
+	kd, err := a.k.ReplaceNamespace(server.Name, pol, c.Tools...)
+	if err != nil {
+		// Build leaves out what the kernel would refuse, so this is a bug or a name
+		// the kernel cannot take: publish nothing of the server rather than part.
+		a.log.Error("publishing an upstream server's tools", "server", server.Name, "err", err)
+		u.reg.RemoveNamespace(server.Name)
+		a.k.RemoveNamespace(server.Name)
+		st.bindings = nil
+		st.diagnostics = append(st.diagnostics, upstreamtools.Diagnostic{Refused: true, Message: err.Error()})
+	}
+	for _, d := range kd {
+		st.diagnostics = append(st.diagnostics, upstreamtools.Diagnostic{ID: d.Tool, RawName: rawOf(c.Bindings, d.Tool), Message: d.Message})
+	}
+	for _, d := range st.diagnostics {
+		a.log.Warn("upstream tool", "server", server.Name, "raw_name", d.RawName, "callable", d.ID, "refused", d.Refused, "diagnostic", d.Message)
+	}
+	if u.servers == nil {
+		u.servers = map[string]*upstreamState{}
+	}
+	u.servers[server.Name] = st
+}
+
+// RemoveUpstream unpublishes a server's tools (it was uninstalled); open turns keep
+// theirs, and their calls then fail upstream_unavailable.
+func (a *App) RemoveUpstream(name string) {
+	u := &a.ut
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.reg != nil {
+		u.reg.RemoveNamespace(name)
+	}
+	a.k.RemoveNamespace(name)
+	delete(u.servers, name)
+}
+
+// UpstreamTools reports what SyncUpstream published, by server name.
+func (a *App) UpstreamTools() []UpstreamTools {
+	u := &a.ut
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	out := make([]UpstreamTools, 0, len(u.servers))
+	for _, st := range u.servers {
+		out = append(out, UpstreamTools{Server: st.server, CatalogVersion: st.version,
+			Bindings: slices.Clone(st.bindings), Diagnostics: slices.Clone(st.diagnostics)})
+	}
+	slices.SortFunc(out, func(x, y UpstreamTools) int {
+		switch {
+		case x.Server.Name < y.Server.Name:
+			return -1
+		case x.Server.Name > y.Server.Name:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// namesLocked builds the registry of published names on first use, from the tools
+// registered so far (toolgate's own, the local ones, none of an upstream's yet).
+func (a *App) namesLocked() {
+	u := &a.ut
+	if u.reg != nil {
+		return
+	}
+	u.reg = names.New(names.Options{})
+	for id, err := range u.reg.AddAll(a.k.IDs()) {
+		a.log.Warn("a built-in or local tool's names collide", "tool", id, "err", err)
+	}
+}
+
+// toolCaller is what upstream tools call: this process's host or the relay to the
+// process hosting the data directory's servers.
+func (a *App) toolCaller() upstreamtools.Caller {
+	if a.ut.up == nil {
+		return noUpstreams{}
+	}
+	return a.ut.up
+}
+
+func rawOf(bs []upstreamtools.Binding, id string) string {
+	for _, b := range bs {
+		if b.ID == id {
+			return b.RawName
+		}
+	}
+	return ""
+}
+
+// noUpstreams answers for an App that hosts and relays no upstream servers.
+type noUpstreams struct{}
+
+func (noUpstreams) Call(_ context.Context, server, _ string, _ json.RawMessage, _ host.CallOptions) (json.RawMessage, error) {
+	return nil, &host.ServerError{Server: server, Kind: host.ErrUnknownServer}
+}
+
+// Selections reports what became of the selections a turn was opened with
+// (TurnRequest.Selections), for the caller to show; nil for a turn of another kind.
+func Selections(t Turn) []kernel.SelectionDiagnostic {
+	if kt, ok := t.(turn); ok {
+		return kt.Selections()
+	}
+	return nil
+}

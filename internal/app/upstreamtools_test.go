@@ -1,0 +1,292 @@
+package app_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/app/daemon"
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/hostrelay"
+	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
+)
+
+// upstreamWorld is an App whose upstream tools call a host of real fixture processes,
+// one per server name, each with its own argv marker.
+type upstreamWorld struct {
+	a       *app.App
+	up      *hostrelay.Local
+	markers map[string]string
+}
+
+func newUpstreamWorld(t *testing.T, servers ...string) *upstreamWorld {
+	t.Helper()
+	w := &upstreamWorld{markers: map[string]string{}}
+	var defs []host.Definition
+	for _, s := range servers {
+		spec, marker := upstreamtest.Spec(t)
+		spec.Name = s
+		w.markers[s] = marker
+		defs = append(defs, host.Definition{Name: s, Fingerprint: "sha256:" + s, Config: spec})
+	}
+	var err error
+	w.up, err = hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, Servers: defs, IdleTimeout: -1,
+			Health: host.HealthPolicy{Interval: -1}, Restart: host.RestartPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UseUpstreams(w.a, w.up)
+	t.Cleanup(func() {
+		w.a.Close()
+		w.up.Close(context.Background())
+		for _, m := range w.markers {
+			upstreamtest.WaitGone(t, m, 5*time.Second)
+		}
+	})
+	return w
+}
+
+// sync fetches server's catalogue and publishes it, with the given policy.
+func (w *upstreamWorld) sync(t *testing.T, server string, enabled, implicit bool) {
+	t.Helper()
+	cat, err := w.up.RefreshCatalog(context.Background(), server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.a.SyncUpstream(app.UpstreamServer{Name: server, Enabled: enabled, Implicit: implicit}, cat)
+}
+
+func (w *upstreamWorld) grant(t *testing.T, tool string) {
+	t.Helper()
+	if _, err := w.a.Store().AddGrant(context.Background(), policy.Grant{Principal: app.DefaultPrincipal, Tool: tool, Action: "*", Effect: policy.Allow}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (w *upstreamWorld) turn(t *testing.T, sel ...kernel.Selection) app.Turn {
+	t.Helper()
+	tr, err := w.a.OpenTurn(context.Background(), app.TurnRequest{Transport: "test", Selections: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func listed(t *testing.T, tr app.Turn) []string {
+	t.Helper()
+	l, err := tr.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, raw := range l.Tools {
+		var v struct{ Name string }
+		_ = json.Unmarshal(raw, &v)
+		if strings.HasPrefix(v.Name, "fx") {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+func post(t *testing.T, url, token, session string, body string) (*http.Response, []byte) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if session != "" {
+		req.Header.Set("Mcp-Session-Id", session)
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp, b
+}
+
+// sseData returns the data of the last SSE event in b, or b itself for a JSON body.
+func sseData(b []byte) []byte {
+	i := bytes.LastIndex(b, []byte("data: "))
+	if i < 0 {
+		return b
+	}
+	b = b[i+len("data: "):]
+	if j := bytes.IndexByte(b, '\n'); j >= 0 {
+		b = b[:j]
+	}
+	return b
+}
+
+// A real upstream's tool is called through /mcp and /v1/tools/invoke, and what the
+// caller gets is the upstream's result, byte for byte.
+func TestUpstreamToolThroughTheDaemon(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, true)
+	ctx := context.Background()
+	direct, err := w.up.Call(ctx, "fx", "tools/call", json.RawMessage(`{"name":"awkward","arguments":{}}`), host.CallOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var compact bytes.Buffer
+	if err := json.Compact(&compact, direct); err != nil {
+		t.Fatal(err)
+	}
+	want := compact.String()
+	if want != fixturedata.AwkwardResult {
+		t.Fatalf("the fixture answered %s", want)
+	}
+	// The published tool is the upstream's object, name replaced, _meta added.
+	wantTool := `{"name":"fx.awkward",` + strings.TrimPrefix(fixturedata.AwkwardTool, `{"name":"awkward",`)
+	wantTool = strings.TrimSuffix(wantTool, "}") + `,"_meta":{"toolgate/namespace":"fx","toolgate/source":"fx"}}`
+
+	d, err := daemon.Start(w.a, daemon.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		defer cancel()
+		d.Shutdown(sctx, time.Second)
+	})
+	owner, _, err := w.a.OwnerToken()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	resp, body := post(t, d.URL()+"/v1/tools/invoke", owner, "", `{"name":"fx.awkward","arguments":{"n":1.50}}`)
+	if resp.StatusCode != 200 || strings.TrimSpace(string(body)) != want {
+		t.Fatalf("/v1/tools/invoke: %d\n%s\nwant the upstream's\n%s", resp.StatusCode, body, want)
+	}
+
+	resp, body = post(t, d.URL()+"/mcp", owner, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 || sid == "" {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	post(t, d.URL()+"/mcp", owner, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	resp, body = post(t, d.URL()+"/mcp", owner, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`)
+	if resp.StatusCode != 200 || !bytes.Contains(body, []byte(wantTool)) {
+		t.Fatalf("tools/list: %d %s", resp.StatusCode, body)
+	}
+	resp, body = post(t, d.URL()+"/mcp", owner, sid, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"fx.awkward","arguments":{"n":1.50}}}`)
+	var rpc struct{ Result json.RawMessage }
+	if err := json.Unmarshal(sseData(body), &rpc); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("tools/call: %d %s", resp.StatusCode, body)
+	}
+	if string(rpc.Result) != want {
+		t.Fatalf("/mcp result\n%s\nwant the upstream's\n%s", rpc.Result, want)
+	}
+	// The call is audited as execute on mcp:fx.
+	evs, err := w.a.Audit(ctx, audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	for _, e := range evs {
+		if e.Tool == "fx.awkward" && e.Resource == "mcp:fx" && e.Action == "execute" && e.Decision == "allowed" {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("%d allowed events for fx.awkward on mcp:fx, want 2", n)
+	}
+}
+
+// implicit=false: published only to a turn that selects the server or the tool; a
+// grant is still needed; disabling hides the tools from new turns.
+func TestUpstreamPolicy(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.sync(t, "fx", true, false)
+	if got := listed(t, w.turn(t)); len(got) != 0 {
+		t.Fatalf("implicit=false, no grant, no selection: %v", got)
+	}
+	tr := w.turn(t, kernel.Selection{Kind: kernel.SelectServer, Server: "fx"})
+	if got := listed(t, tr); len(got) != 0 {
+		t.Fatalf("selected without a grant: %v", got)
+	}
+	if d := app.Selections(tr); len(d) != 1 || d[0].Reason != kernel.RejectNotGranted {
+		t.Fatalf("selection without a grant: %+v", d)
+	}
+	w.grant(t, "fx.*")
+	if got := listed(t, w.turn(t)); len(got) != 0 {
+		t.Fatalf("implicit=false, granted, not selected: %v", got)
+	}
+	tr = w.turn(t, kernel.Selection{Kind: kernel.SelectTool, Server: "fx", RawTool: "echo"})
+	if got := listed(t, tr); !slices.Equal(got, []string{"fx.echo"}) {
+		t.Fatalf("mcpTool=fx/echo: %v", got)
+	}
+	r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "fx.echo", Arguments: json.RawMessage(`{"text":"hi"}`)})
+	if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte(`"hi"`)) {
+		t.Fatalf("selected call: %v %+v %s", err, r, r.Raw)
+	}
+	if got := listed(t, w.turn(t, kernel.Selection{Kind: kernel.SelectServer, Server: "fx"})); len(got) < 5 {
+		t.Fatalf("mcpServer=fx: %v", got)
+	}
+	w.sync(t, "fx", true, true)
+	if got := listed(t, w.turn(t)); len(got) < 5 {
+		t.Fatalf("implicit=true: %v", got)
+	}
+	w.sync(t, "fx", false, true)
+	if got := listed(t, w.turn(t, kernel.Selection{Kind: kernel.SelectServer, Server: "fx"})); len(got) != 0 {
+		t.Fatalf("disabled: %v", got)
+	}
+	w.a.RemoveUpstream("fx")
+	if got := listed(t, w.turn(t)); len(got) != 0 {
+		t.Fatalf("removed: %v", got)
+	}
+}
+
+// An upstream that dies mid-call fails that call with upstream_crashed, not at a
+// timeout; another server's tools keep working.
+func TestUpstreamCrashMidCall(t *testing.T) {
+	w := newUpstreamWorld(t, "fx", "fx2")
+	w.grant(t, "fx.*")
+	w.grant(t, "fx2.*")
+	w.sync(t, "fx", true, true)
+	w.sync(t, "fx2", true, true)
+	tr := w.turn(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	r, err := tr.CallTool(ctx, &mcpspec.CallRequest{Name: "fx.crash", Arguments: json.RawMessage(`{}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code := r.Meta[mcpspec.MetaCode]; code != string(kernel.CodeUpstreamCrashed) {
+		t.Fatalf("crash mid-call: code %v, result %+v", code, r)
+	}
+	t.Logf("the crash was answered after %v", time.Since(start))
+	for _, name := range []string{"fx2.echo", "fx.echo"} { // the other, and the crashed one restarted
+		r, err = tr.CallTool(ctx, &mcpspec.CallRequest{Name: name, Arguments: json.RawMessage(`{"text":"still"}`)})
+		if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte("still")) {
+			t.Fatalf("%s after fx crashed: %v %+v %s", name, err, r, r.Raw)
+		}
+	}
+	if len(upstreamtest.Processes(t, w.markers["fx"])) != 1 {
+		t.Errorf("fx processes: %v", upstreamtest.Processes(t, w.markers["fx"]))
+	}
+}
