@@ -18,7 +18,6 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
-	"github.com/toolgate/toolgate/internal/policy"
 )
 
 func init() { register(30, newBridgeCmd) }
@@ -91,20 +90,24 @@ a call must also match a capability's action, else it is refused outside_capabil
 Patterns name canonical ids (local.read_file), never a surface's published names. A
 capability never widens: what the grants refuse stays refused and hidden. A malformed
 capability is an error before anything starts.
+--capability mcpServer=NAME and --capability mcpTool=SERVER/RAW_TOOL select an installed
+server's tools (all of them, or the one whose own name is RAW_TOOL) for this turn, those
+of a server whose allow_implicit_invocation is false included; patterns narrow,
+selections add. A selection grants nothing: the grants still decide. Each selection is
+reported on stderr as accepted or rejected (unknown server or tool, disabled, not
+granted) and audited.
 `
 
 // addCapabilityFlag registers the repeatable --capability flag.
 func addCapabilityFlag(fl *pflag.FlagSet, caps *[]string) {
-	fl.StringArrayVar(caps, "capability", nil, "narrow the turn to tools matching `PATTERN[:ACTION]` (\"*\", \"ns.*\" or \"ns.name\"; ACTION read, write or execute); repeatable; never widens the grants")
+	fl.StringArrayVar(caps, "capability", nil, "narrow the turn to tools matching `PATTERN[:ACTION]` (\"*\", \"ns.*\" or \"ns.name\"; ACTION read, write or execute), or select a server's tools with mcpServer=NAME or mcpTool=SERVER/RAW_TOOL; repeatable; never widens the grants")
 }
 
 // checkCapabilities refuses malformed --capability values before any store or
 // harness is touched, with the same rules the kernel applies when the turn opens.
 func checkCapabilities(caps []string) error {
-	if _, err := policy.CompileCapabilities(caps); err != nil {
-		return fmt.Errorf("--capability: %w", err)
-	}
-	return nil
+	_, err := splitCapabilities(caps)
+	return err
 }
 
 func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
@@ -153,10 +156,15 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if f.stdio {
 		transport = "stdio"
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: f.capabilities})
+	tc, err := splitCapabilities(f.capabilities)
 	if err != nil {
 		return err
 	}
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: tc.patterns, Selections: tc.selections})
+	if err != nil {
+		return err
+	}
+	reportSelections(env.Err, turn)
 	info := app.ServerInfo()
 
 	if f.stdio {

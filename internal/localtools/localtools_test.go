@@ -585,7 +585,7 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 	}
 	n := Namer(DefaultPrefix)
 	for id, want := range map[string]string{"local.read_file": "toolgate_local_read_file", "server.status": "toolgate_server_status",
-		"toolgate.escalate": "toolgate_escalate", "github.create_issue": "github.create_issue"} {
+		"toolgate.escalate": "toolgate_escalate", "github.create_issue": "toolgate_github_create_issue"} {
 		if got := n(id); got != want {
 			t.Errorf("Namer(%s) = %s", id, got)
 		}
@@ -593,14 +593,19 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 	if got := Namer("")("local.bash"); got != "bash" {
 		t.Errorf("unprefixed = %s", got)
 	}
-	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_", DefaultPrefix: DefaultPrefix, "toolgate_escalate_": "toolgate_escalate_"} {
+	if got := Namer("")("github.create_issue"); got != "github.create_issue" {
+		t.Errorf("unprefixed upstream tool = %s", got)
+	}
+	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_", DefaultPrefix: DefaultPrefix} {
 		if got, err := ParsePrefix(in); err != nil || got != want {
 			t.Errorf("ParsePrefix(%q) = %q %v", in, got, err)
 		}
 	}
 	for _, bad := range []string{"", "a b", "x/", strings.Repeat("a", 65),
 		// Prefixes under which a declarative tool could take a control-plane name.
-		"toolgate_", "t", "toolgate_server_", "toolgate_server_list_", "toolgate_e", "toolgate_server_x_"} {
+		"toolgate_", "t", "toolgate_server_", "toolgate_server_list_", "toolgate_e", "toolgate_server_x_",
+		// Prefixes upstream servers' tools are published under.
+		"toolgate_escalate_", "toolgate_github_"} {
 		if _, err := ParsePrefix(bad); err == nil {
 			t.Errorf("ParsePrefix(%q) accepted", bad)
 		}
