@@ -177,3 +177,25 @@ func Selections(t Turn) []kernel.SelectionDiagnostic {
 	}
 	return nil
 }
+
+// RawNamer is a TurnRequest.Namer that publishes server's tools under their raw MCP
+// names, as the server itself does (toolgate bridge --server): a transparent view of
+// one server, each call still authorized and audited under its canonical id. Other ids
+// keep their canonical id; a turn using it should be narrowed to the server's tools.
+func (a *App) RawNamer(server string) func(string) string {
+	u := &a.ut
+	u.mu.Lock()
+	m := map[string]string{}
+	if st := u.servers[server]; st != nil {
+		for _, b := range st.bindings {
+			m[b.ID] = b.RawName
+		}
+	}
+	u.mu.Unlock()
+	return func(id string) string {
+		if raw, ok := m[id]; ok {
+			return raw
+		}
+		return id
+	}
+}

@@ -290,3 +290,39 @@ func TestUpstreamCrashMidCall(t *testing.T) {
 		t.Errorf("fx processes: %v", upstreamtest.Processes(t, w.markers["fx"]))
 	}
 }
+
+// The view toolgate bridge --server gives: one server's tools under their raw names,
+// an implicit=false server's included, each call authorized and audited under its
+// canonical id.
+func TestUpstreamRawNamesView(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, false)
+	tr, err := w.a.OpenTurn(context.Background(), app.TurnRequest{Transport: "test", Capabilities: []string{"fx.*"},
+		Selections: []kernel.Selection{{Kind: kernel.SelectServer, Server: "fx"}}, Namer: w.a.RawNamer("fx")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	l, err := tr.ListTools(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, raw := range l.Tools {
+		var v struct{ Name string }
+		_ = json.Unmarshal(raw, &v)
+		got = append(got, v.Name)
+	}
+	if !slices.Contains(got, "echo") || !slices.Contains(got, "awkward") || slices.ContainsFunc(got, func(n string) bool { return strings.Contains(n, ".") }) {
+		t.Fatalf("raw view: %v", got)
+	}
+	r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "echo", Arguments: json.RawMessage(`{"text":"raw"}`)})
+	if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte("raw")) {
+		t.Fatalf("call by raw name: %v %+v", err, r)
+	}
+	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo"})
+	if len(evs) != 1 || evs[0].Resource != "mcp:fx" {
+		t.Fatalf("audit %+v", evs)
+	}
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/policy"
 )
 
 func init() { register(30, newBridgeCmd) }
@@ -34,6 +35,7 @@ type bridgeFlags struct {
 	ttl          time.Duration
 	allowHosts   []string
 	capabilities []string
+	server       string
 }
 
 func newBridgeCmd(env *Env) *cobra.Command {
@@ -56,6 +58,13 @@ loopback. The URL names the address bound (for 0.0.0.0 or [::], the loopback add
 that family); listening beyond loopback is announced on stderr, and other machines reach a
 wildcard bind only under a name given with --allow-host.
 
+--server NAME publishes one installed upstream server's tools under the server's own
+(raw) names, a transparent view of that server for clients and test suites that expect
+them: the turn is narrowed to NAME.* and selects the server (so a server whose
+allow_implicit_invocation is false is served too); each call is still authorized
+against the grants and audited under its canonical id (NAME.<tool>). A server that is
+not installed, is disabled or whose tools no grant allows is an error.
+
 ` + capabilityHelp + `
 Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
 to stderr.`,
@@ -67,6 +76,9 @@ to stderr.`,
 			if err := checkCapabilities(f.capabilities); err != nil {
 				return err
 			}
+			if f.server != "" && !policy.ValidNamespace(f.server) {
+				return fmt.Errorf("--server %q is not a server name", f.server)
+			}
 			return runBridge(cmd, env, f)
 		},
 	}
@@ -77,6 +89,7 @@ to stderr.`,
 	fl.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (loopback addresses only)")
 	fl.DurationVar(&f.ttl, "ttl", 24*time.Hour, "lifetime of the printed execution token")
 	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin value accepted besides loopback names (for a non-loopback --listen)")
+	fl.StringVar(&f.server, "server", "", "publish this installed upstream server's tools only, under their raw names")
 	addCapabilityFlag(fl, &f.capabilities)
 	return cmd
 }
@@ -160,11 +173,25 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if err != nil {
 		return err
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: tc.patterns, Selections: tc.selections})
+	req := app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: tc.patterns, Selections: tc.selections}
+	if f.server != "" {
+		req.Capabilities = append(req.Capabilities, f.server+".*")
+		req.Selections = append(req.Selections, kernel.Selection{ID: "--server", Kind: kernel.SelectServer, Server: f.server, ScopeKind: "workspace"})
+		req.Namer = a.RawNamer(f.server)
+	}
+	turn, err := a.OpenTurn(ctx, req)
 	if err != nil {
 		return err
 	}
 	reportSelections(env.Err, turn)
+	if f.server != "" {
+		for _, d := range app.Selections(turn) {
+			if d.Selection.ID == "--server" && !d.Accepted {
+				_ = turn.Close()
+				return fmt.Errorf("--server %s: %s", f.server, d.Message)
+			}
+		}
+	}
 	info := app.ServerInfo()
 
 	if f.stdio {

@@ -63,10 +63,14 @@ func clipArg(s string) string {
 // reportSelections writes what became of each selection to w (stderr), one line each.
 func reportSelections(w io.Writer, t app.Turn) {
 	for _, d := range app.Selections(t) {
+		flag := "--capability " + d.Selection.String()
+		if d.Selection.ID == "--server" {
+			flag = "--server " + d.Selection.Server
+		}
 		if d.Accepted {
-			fmt.Fprintf(w, "toolgate: --capability %s accepted: %s\n", d.Selection, d.Message)
+			fmt.Fprintf(w, "toolgate: %s accepted: %s\n", flag, d.Message)
 		} else {
-			fmt.Fprintf(w, "toolgate: --capability %s rejected (%s): %s\n", d.Selection, d.Reason, d.Message)
+			fmt.Fprintf(w, "toolgate: %s rejected (%s): %s\n", flag, d.Reason, d.Message)
 		}
 	}
 }

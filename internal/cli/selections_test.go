@@ -35,3 +35,16 @@ func TestCapabilitySelections(t *testing.T) {
 		t.Errorf("the rejected selections are not audited:\n%s", a.out)
 	}
 }
+
+// toolgate bridge --server NAME refuses a server that is not installed, naming it.
+func TestBridgeServerNotInstalled(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	r := runStoreCLI(t, dir, "bridge", "--stdio", "--server", "resend")
+	if r.code == 0 || !strings.Contains(r.errOut, `--server resend: no server "resend" is installed`) {
+		t.Errorf("code %d, stderr %q", r.code, r.errOut)
+	}
+	r = runStoreCLI(t, dir, "bridge", "--stdio", "--server", "Bad Name")
+	if r.code == 0 || !strings.Contains(r.errOut, "is not a server name") {
+		t.Errorf("code %d, stderr %q", r.code, r.errOut)
+	}
+}
