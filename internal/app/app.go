@@ -128,6 +128,7 @@ type App struct {
 	lastNS     map[string]bool
 
 	ut upstreamTools // the upstream servers' tools (upstreamtools.go)
+	cl clients       // the open turns (clients.go)
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -309,14 +310,15 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	if err != nil {
 		return nil, err
 	}
-	return turn{Turn: t, a: a, gen: gen}, nil
+	return turn{Turn: t, a: a, gen: gen, cl: a.cl.add(t.ID(), req.Principal, req.Transport)}, nil
 }
 
 // turn adapts *kernel.Turn to Turn.
 type turn struct {
 	*kernel.Turn
 	a   *App
-	gen int64 // policyGen when the turn opened
+	gen int64        // policyGen when the turn opened
+	cl  *clientEntry // its entry among the open turns (clients.go)
 }
 
 // CallTool first brings the kernel's policy up to date with the store (another process,
@@ -329,6 +331,7 @@ func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.Warn("re-reading grants before a call", "err", err)
 	}
+	t.cl.called()
 	return t.Turn.CallTool(ctx, req)
 }
 
