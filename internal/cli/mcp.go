@@ -111,7 +111,8 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		names = strings.Split(f.tools, ",")
 	}
 
-	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: version.String(), DataDir: dataDir}
+	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: version.String(), DataDir: dataDir,
+		ControlPlane: env.controlPlane}
 	local := f.localTools && !f.noLocalTools
 	if !local {
 		cfg.DisabledReason = "disabled by --no-local-tools"

@@ -12,10 +12,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/version"
 )
@@ -37,6 +39,9 @@ type Env struct {
 	hurry context.Context
 	// databaseURL is the --database-url flag value; use DatabaseURL to resolve it.
 	databaseURL string
+	// opened is the App openApp opened, for the control-plane tools built before it
+	// (controlPlane).
+	opened atomic.Pointer[app.App]
 }
 
 // Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a

@@ -64,6 +64,11 @@ type Config struct {
 	NoConfined bool
 	// DisabledReason, when the workspace is nil, says why (reported by server.status).
 	DisabledReason string
+	// ControlPlane, when set, returns what the control-plane tools report from (the
+	// running App); it is called per call, so it may start answering once the App
+	// exists. Nil, or a nil result, reports no servers and no clients and refuses
+	// backups.
+	ControlPlane func() ControlPlane
 	// DataDir is toolgate's data directory (store, grants, audit log, keys). Build
 	// refuses a workspace that contains it: the tools would let the agent read the keys
 	// and rewrite its own grants and the audit log.
@@ -237,7 +242,8 @@ func ParsePrefix(p string) (string, error) {
 }
 
 // controlPlaneNames are the published names a local tool's name must never equal.
-var controlPlaneNames = []string{ServerPrefix + "status", ServerPrefix + "version", ServerPrefix + "list_servers", "toolgate_escalate"}
+var controlPlaneNames = []string{ServerPrefix + "status", ServerPrefix + "version", ServerPrefix + "list_servers",
+	ServerPrefix + "list_clients", ServerPrefix + "read_state", ServerPrefix + "manage_backup", "toolgate_escalate"}
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 

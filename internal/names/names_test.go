@@ -16,6 +16,7 @@ import (
 // and the local tools toolgate publishes itself.
 var builtins = []string{
 	"toolgate.escalate", "server.status", "server.version", "server.list_servers",
+	"server.read_state", "server.list_clients", "server.manage_backup",
 	"local.read_file", "local.write_file", "local.patch_file", "local.list_files", "local.bash",
 	"local.git_status", "local.ask_user",
 }
