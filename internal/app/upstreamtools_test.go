@@ -200,6 +200,12 @@ func TestUpstreamToolThroughTheDaemon(t *testing.T) {
 	if string(rpc.Result) != want {
 		t.Fatalf("/mcp result\n%s\nwant the upstream's\n%s", rpc.Result, want)
 	}
+	// The upstream's progress reaches the client on the call's SSE stream, with the
+	// client's own token.
+	_, body = post(t, d.URL()+"/mcp", owner, sid, `{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"fx.progress","arguments":{"steps":2},"_meta":{"progressToken":"p-7"}}}`)
+	if n := bytes.Count(body, []byte(`"method":"notifications/progress","params":{"progressToken":"p-7"`)); n != 2 {
+		t.Fatalf("%d progress notifications for p-7 in\n%s", n, body)
+	}
 	// The call is audited as execute on mcp:fx.
 	evs, err := w.a.Audit(ctx, audit.Filter{})
 	if err != nil {
