@@ -129,6 +129,9 @@ func (s Selection) String() string {
 	return s.Kind + "=" + s.Server
 }
 
+// MaxSelections bounds the selections of one turn; past it every one is rejected.
+const MaxSelections = 256
+
 // Reasons a selection is rejected (SelectionDiagnostic.Reason).
 const (
 	RejectInvalid       = "invalid"
@@ -154,6 +157,10 @@ type SelectionDiagnostic struct {
 func (k *Kernel) resolveSelections(o TurnOptions, pol *policy.Set, ns map[string]bool) (map[string]bool, []SelectionDiagnostic) {
 	if len(o.Selections) == 0 {
 		return nil, nil
+	}
+	if len(o.Selections) > MaxSelections {
+		return nil, []SelectionDiagnostic{{Selection: Selection{ID: "*"}, Reason: RejectInvalid,
+			Message: fmt.Sprintf("%d selections given, at most %d: none applied", len(o.Selections), MaxSelections)}}
 	}
 	selected := map[string]bool{}
 	diags := make([]SelectionDiagnostic, 0, len(o.Selections))

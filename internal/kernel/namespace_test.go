@@ -323,3 +323,35 @@ func TestCallCarriesTurnAndMeta(t *testing.T) {
 		t.Fatalf("call %+v", got)
 	}
 }
+
+// Too many selections apply none; a namespace's policy changes without recompiling.
+func TestSelectionBoundsAndPolicyChange(t *testing.T) {
+	f := newFixture(t)
+	f.grants(t, policy.Grant{Principal: "p", Tool: "*"})
+	if _, err := f.k.ReplaceNamespace("srv", kernel.NamespacePolicy{ExplicitOnly: true}, rawTool("srv.t", "t", `{"name":"t","inputSchema":{"type":"object"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	sel := make([]kernel.Selection, kernel.MaxSelections+1)
+	for i := range sel {
+		sel[i] = kernel.Selection{Kind: kernel.SelectServer, Server: "srv"}
+	}
+	tr, err := f.k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p", Selections: sel})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := names(t, tr); slices.Contains(got, "srv.t") {
+		t.Fatalf("%d selections applied: %v", len(sel), got)
+	}
+	if d := tr.Selections(); len(d) != 1 || d[0].Reason != kernel.RejectInvalid {
+		t.Fatalf("diagnostics %+v", d)
+	}
+	if !f.k.SetNamespacePolicy("srv", kernel.NamespacePolicy{}) || f.k.SetNamespacePolicy("nope", kernel.NamespacePolicy{}) {
+		t.Fatal("SetNamespacePolicy")
+	}
+	if got := names(t, f.turn(t, "p")); !slices.Contains(got, "srv.t") {
+		t.Fatalf("after allowing implicit use: %v", got)
+	}
+	if !slices.Equal(f.k.IDs(), []string{"srv.t", "toolgate.escalate"}) {
+		t.Fatalf("IDs %v", f.k.IDs())
+	}
+}

@@ -132,6 +132,12 @@ func Build(server string, cat host.Catalog, up Caller, reg *names.Registry) *Cat
 		reg.RemoveNamespace(server)
 	}
 	for _, it := range items {
+		if len(out.Tools) == kernel.MaxCatalog {
+			// No turn could publish more of one server's tools (kernel.MaxCatalog).
+			out.Diagnostics = append(out.Diagnostics, Diagnostic{Refused: true,
+				Message: fmt.Sprintf("the server lists %d tools: only the first %d (in byte order of their names) are published", len(items), kernel.MaxCatalog)})
+			break
+		}
 		id := server + "." + it.base
 		if other, clash := taken[names.Key(id)]; clash {
 			renamed := server + "." + suffixed(it.base, it.raw)

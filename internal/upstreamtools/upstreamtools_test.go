@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -389,3 +390,43 @@ func TestProgressAndCancellationWithARealUpstream(t *testing.T) {
 		t.Fatalf("the upstream saw cancellations %+v, want the hung call's", got)
 	}
 }
+
+// What a hostile server lists is bounded and left out, never fatal: more tools than a
+// turn can hold, names with control characters, invalid UTF-8, huge names.
+func TestBuildHostileCatalogue(t *testing.T) {
+	var list []string
+	for i := range 600 {
+		list = append(list, `{"name":"t`+strings.Repeat("0", 3-len(itoa(i)))+itoa(i)+`","inputSchema":{"type":"object"}}`)
+	}
+	c := upstreamtools.Build("srv", host.Catalog{Tools: tools(list...)}, nil, nil)
+	if len(c.Tools) != kernel.MaxCatalog || c.Tools[len(c.Tools)-1].ID != "srv.t511" {
+		t.Fatalf("%d tools, last %s", len(c.Tools), c.Tools[len(c.Tools)-1].ID)
+	}
+	if d := c.Diagnostics[len(c.Diagnostics)-1]; !d.Refused || !strings.Contains(d.Message, "600 tools") {
+		t.Fatalf("diagnostic %+v", d)
+	}
+	c = upstreamtools.Build("srv", host.Catalog{Tools: tools(
+		`{"name":"a\nb\u0000c\u202ed","inputSchema":{"type":"object"}}`,
+		"{\"name\":\"bad\xff\",\"inputSchema\":{\"type\":\"object\"}}",
+		`{"name":"`+strings.Repeat("x", 5000)+`","inputSchema":{"type":"object"}}`,
+		`{"name":"x","inputSchema":`+strings.Repeat(`{"a":`, 200)+`1`+strings.Repeat(`}`, 200)+`}`,
+	)}, nil, nil)
+	got := ids(c)
+	if len(got) != 2 || !strings.HasPrefix(got[0], "srv.a_b_c_d=") || len(strings.SplitN(got[1], "=", 2)[0]) != len("srv.")+128 {
+		t.Fatalf("bindings %q, diagnostics %+v", got, c.Diagnostics)
+	}
+	for _, tl := range c.Tools {
+		if !policy.ValidToolID(tl.ID) {
+			t.Errorf("invalid id %q", tl.ID)
+		}
+	}
+	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, c.Tools...); err != nil {
+		t.Fatalf("the kernel refused what Build kept: %v", err)
+	}
+}
+
+func itoa(i int) string { return strconv.Itoa(i) }
