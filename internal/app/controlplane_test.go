@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
@@ -26,10 +25,7 @@ func controlWorld(t *testing.T) (*app.App, *hostrelay.Local) {
 	t.Helper()
 	spec, marker := upstreamtest.Spec(t)
 	spec.Name = "fx"
-	up, err := hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
-		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, IdleTimeout: -1, Health: host.HealthPolicy{Interval: -1},
-			Servers: []host.Definition{{Name: "fx", Fingerprint: "sha256:fx", Config: spec}}})
-	}, nil)
+	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(spec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

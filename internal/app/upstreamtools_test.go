@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
 )
@@ -34,18 +35,15 @@ type upstreamWorld struct {
 func newUpstreamWorld(t *testing.T, servers ...string) *upstreamWorld {
 	t.Helper()
 	w := &upstreamWorld{markers: map[string]string{}}
-	var defs []host.Definition
+	var specs []upstream.Spec
 	for _, s := range servers {
 		spec, marker := upstreamtest.Spec(t)
 		spec.Name = s
 		w.markers[s] = marker
-		defs = append(defs, host.Definition{Name: s, Fingerprint: "sha256:" + s, Config: spec})
+		specs = append(specs, spec)
 	}
 	var err error
-	w.up, err = hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
-		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, Servers: defs, IdleTimeout: -1,
-			Health: host.HealthPolicy{Interval: -1}, Restart: host.RestartPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
-	}, nil)
+	w.up, err = hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(specs...), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,18 +89,13 @@ func (w *upstreamWorld) turn(t *testing.T, sel ...kernel.Selection) app.Turn {
 	return tr
 }
 
+// listed is the turn's published names of the fixture servers' tools.
 func listed(t *testing.T, tr app.Turn) []string {
 	t.Helper()
-	l, err := tr.ListTools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, raw := range l.Tools {
-		var v struct{ Name string }
-		_ = json.Unmarshal(raw, &v)
-		if strings.HasPrefix(v.Name, "fx") {
-			out = append(out, v.Name)
+	for _, n := range listNames(t, tr) {
+		if strings.HasPrefix(n, "fx") {
+			out = append(out, n)
 		}
 	}
 	return out
@@ -310,16 +303,7 @@ func TestUpstreamRawNamesView(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	l, err := tr.ListTools(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, raw := range l.Tools {
-		var v struct{ Name string }
-		_ = json.Unmarshal(raw, &v)
-		got = append(got, v.Name)
-	}
+	got := listNames(t, tr)
 	if !slices.Contains(got, "echo") || !slices.Contains(got, "awkward") || slices.ContainsFunc(got, func(n string) bool { return strings.Contains(n, ".") }) {
 		t.Fatalf("raw view: %v", got)
 	}

@@ -55,6 +55,18 @@ func (k *Kernel) ReplaceNamespace(ns string, p NamespacePolicy, tools ...*Tool) 
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	k.dropNamespaceLocked(ns)
+	for id, e := range entries {
+		k.tools[id] = e
+		k.ids = append(k.ids, id)
+	}
+	slices.Sort(k.ids)
+	k.setPolicyLocked(ns, &p)
+	return diags, nil
+}
+
+// dropNamespaceLocked removes every tool of ns from the registry.
+func (k *Kernel) dropNamespaceLocked(ns string) {
 	k.ids = slices.DeleteFunc(k.ids, func(id string) bool {
 		if namespaceOf(id) == ns {
 			delete(k.tools, id)
@@ -62,19 +74,22 @@ func (k *Kernel) ReplaceNamespace(ns string, p NamespacePolicy, tools ...*Tool) 
 		}
 		return false
 	})
-	for id, e := range entries {
-		k.tools[id] = e
-		k.ids = append(k.ids, id)
-	}
-	slices.Sort(k.ids)
+}
+
+// setPolicyLocked replaces the namespace policies with a copy in which ns has p (nil:
+// none), and moves the generation: turns hold the map they opened with, never edited.
+func (k *Kernel) setPolicyLocked(ns string, p *NamespacePolicy) {
 	pol := make(map[string]NamespacePolicy, len(k.nspol)+1)
 	for n, v := range k.nspol {
-		pol[n] = v
+		if n != ns {
+			pol[n] = v
+		}
 	}
-	pol[ns] = p
+	if p != nil {
+		pol[ns] = *p
+	}
 	k.nspol = pol
 	k.gen++
-	return diags, nil
 }
 
 // RemoveNamespace removes every tool of ns and its NamespacePolicy (the server was
@@ -82,23 +97,8 @@ func (k *Kernel) ReplaceNamespace(ns string, p NamespacePolicy, tools ...*Tool) 
 func (k *Kernel) RemoveNamespace(ns string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.ids = slices.DeleteFunc(k.ids, func(id string) bool {
-		if namespaceOf(id) == ns {
-			delete(k.tools, id)
-			return true
-		}
-		return false
-	})
-	if _, ok := k.nspol[ns]; ok {
-		pol := make(map[string]NamespacePolicy, len(k.nspol))
-		for n, v := range k.nspol {
-			if n != ns {
-				pol[n] = v
-			}
-		}
-		k.nspol = pol
-	}
-	k.gen++
+	k.dropNamespaceLocked(ns)
+	k.setPolicyLocked(ns, nil)
 }
 
 // The kinds of Selection, as the management protocol and turn/start write them.
@@ -263,13 +263,7 @@ func (k *Kernel) SetNamespacePolicy(ns string, p NamespacePolicy) bool {
 	if _, ok := k.nspol[ns]; !ok {
 		return false
 	}
-	pol := make(map[string]NamespacePolicy, len(k.nspol))
-	for n, v := range k.nspol {
-		pol[n] = v
-	}
-	pol[ns] = p
-	k.nspol = pol
-	k.gen++
+	k.setPolicyLocked(ns, &p)
 	return true
 }
 

@@ -322,10 +322,8 @@ func TestProgressAndCancellationWithARealUpstream(t *testing.T) {
 	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "p", Tool: "*", Action: "*", Effect: policy.Allow}}); err != nil {
 		t.Fatal(err)
 	}
-	up, err := hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
-		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, IdleTimeout: -1, Health: host.HealthPolicy{Interval: -1},
-			Servers: []host.Definition{{Name: "fx", Fingerprint: "sha256:fx", Config: spec}}})
-	}, nil)
+	spec.Name = "fx"
+	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(spec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

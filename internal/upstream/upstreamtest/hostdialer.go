@@ -64,3 +64,19 @@ func (s *session) Close(ctx context.Context) error {
 func (s *session) Done() <-chan struct{} { return s.c.Done() }
 func (s *session) Err() error            { return s.c.Err() }
 func (s *session) StderrTail() string    { return s.p.StderrTail() }
+
+// NewHost returns a func building a host (hostrelay.NewHostFunc's shape) of the
+// servers specs name, each dialed by Dialer{}, with no idle stop and no pings, so a
+// test sees only what it does; restarts back off 50-100 ms. Give its result to
+// hostrelay.NewLocal.
+func NewHost(specs ...upstream.Spec) func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+	defs := make([]host.Definition, len(specs))
+	for i, s := range specs {
+		defs[i] = host.Definition{Name: s.Name, Fingerprint: "sha256:" + s.Name, Config: s}
+	}
+	return func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+		return host.New(host.Options{Dialer: Dialer{}, Observer: obs, Servers: defs, IdleTimeout: -1,
+			Health:  host.HealthPolicy{Interval: -1},
+			Restart: host.RestartPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
+	}
+}
