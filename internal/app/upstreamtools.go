@@ -58,8 +58,10 @@ type UpstreamTools struct {
 // theirs), a disabled server's are published to nobody, and an implicit=false
 // server's only to turns that select them (kernel.Selection). A catalogue already
 // published (same version and digest) is not built or compiled again: only the
-// policy changes. The management side calls it whenever a server is installed, its
-// policy changes or its catalogue changes.
+// policy changes. Any change makes the open sessions of toolgate serve stale, as a
+// grant change does (their clients re-initialize and get the new catalogue); turns of
+// stdio surfaces and bridges keep theirs. The management side calls it whenever a
+// server is installed, its policy changes or its catalogue changes.
 func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
 	u := &a.ut
 	u.mu.Lock()
@@ -68,10 +70,16 @@ func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
 	pol := kernel.NamespacePolicy{Disabled: !server.Enabled, ExplicitOnly: !server.Implicit}
 	prev := u.servers[server.Name]
 	if prev != nil && prev.version == cat.Version && prev.digest == cat.Digest {
-		prev.server = server
-		a.k.SetNamespacePolicy(server.Name, pol)
+		if prev.server != server {
+			prev.server = server
+			a.k.SetNamespacePolicy(server.Name, pol)
+			a.policyGen.Add(1) // open sessions of toolgate serve go stale (turn.Stale)
+		}
 		return
 	}
+	// A change of what new turns see makes open sessions of toolgate serve stale (turn
+	// Stale), as a grant change does: their clients open new turns and see it.
+	defer a.policyGen.Add(1)
 	c := upstreamtools.Build(server.Name, cat, a.toolCaller(), u.reg)
 	st := &upstreamState{server: server, version: cat.Version, digest: cat.Digest, bindings: c.Bindings, diagnostics: c.Diagnostics}
 	kd, err := a.k.ReplaceNamespace(server.Name, pol, c.Tools...)
@@ -107,6 +115,7 @@ func (a *App) RemoveUpstream(name string) {
 	}
 	a.k.RemoveNamespace(name)
 	delete(u.servers, name)
+	a.policyGen.Add(1) // open sessions of toolgate serve go stale (turn.Stale)
 }
 
 // UpstreamTools reports what SyncUpstream published, by server name.

@@ -14,9 +14,11 @@ import (
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/app/daemon"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/harness"
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/localtools"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -314,5 +316,68 @@ func TestUpstreamRawNamesView(t *testing.T) {
 	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo"})
 	if len(evs) != 1 || evs[0].Resource != "mcp:fx" {
 		t.Fatalf("audit %+v", evs)
+	}
+}
+
+// A catalogue or policy change makes open toolgate serve sessions stale (their
+// clients re-initialize and see it); syncing what is already published does not.
+func TestUpstreamChangeMakesTurnsStale(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	type stale interface{ Stale(context.Context) bool }
+	ctx := context.Background()
+	before := w.turn(t)
+	if before.(stale).Stale(ctx) {
+		t.Fatal("a fresh turn is stale")
+	}
+	w.sync(t, "fx", true, true)
+	if !before.(stale).Stale(ctx) {
+		t.Fatal("a turn opened before the server's tools were published is not stale")
+	}
+	after := w.turn(t)
+	w.sync(t, "fx", true, true)
+	if after.(stale).Stale(ctx) {
+		t.Fatal("syncing the same catalogue and policy made a turn stale")
+	}
+	w.sync(t, "fx", true, false)
+	if !after.(stale).Stale(ctx) {
+		t.Fatal("a policy change did not make the turn stale")
+	}
+	last := w.turn(t)
+	w.a.RemoveUpstream("fx")
+	if !last.(stale).Stale(ctx) {
+		t.Fatal("removing the server did not make the turn stale")
+	}
+}
+
+// toolgate mcp's style: an upstream tool is toolgate_<server>_<tool>, and under every
+// harness's name rules its published name is one the harness accepts; calls by it work.
+func TestUpstreamToolsInToolgateMCPStyle(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, true)
+	base := localtools.Namer(localtools.DefaultPrefix)
+	for _, h := range harness.All() {
+		rule := h.Names
+		tr, err := w.a.OpenTurn(context.Background(), app.TurnRequest{Transport: "stdio",
+			Namer: func(id string) string { return rule.Published("toolgate", base(id)) }})
+		if err != nil {
+			t.Fatalf("%s: %v", h.ID, err)
+		}
+		names := listNames(t, tr)
+		echo := rule.Published("toolgate", "toolgate_fx_echo")
+		if !slices.Contains(names, echo) {
+			t.Fatalf("%s: %s not in %v", h.ID, echo, names)
+		}
+		for _, n := range names {
+			if p := rule.Problem("toolgate", n); p != "" {
+				t.Errorf("%s: published %s, which it rejects: %s", h.ID, n, p)
+			}
+		}
+		r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: echo, Arguments: json.RawMessage(`{"text":"styled"}`)})
+		if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte("styled")) {
+			t.Fatalf("%s: calling %s: %v %+v", h.ID, echo, err, r)
+		}
+		tr.Close()
 	}
 }
