@@ -428,3 +428,49 @@ func TestBuildHostileCatalogue(t *testing.T) {
 }
 
 func itoa(i int) string { return strconv.Itoa(i) }
+
+// errCaller fails every call with err.
+type errCaller struct{ err error }
+
+func (e errCaller) Call(context.Context, string, string, json.RawMessage, host.CallOptions) (json.RawMessage, error) {
+	return nil, e.err
+}
+
+// The relay's own failures are upstream_unavailable; a context's error stays the
+// kernel's to name (cancelled, timeout).
+func TestRelayErrors(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		code kernel.Code
+	}{
+		{&hostrelay.HostGoneError{Op: "call", Server: "srv", HostPID: 42, Sent: true}, kernel.CodeUpstreamUnavailable},
+		{hostrelay.ErrNoHost, kernel.CodeUpstreamUnavailable},
+		{&hostrelay.UnreachableError{Dir: "/d", HolderPID: 7, Err: errors.New("timeout")}, kernel.CodeUpstreamUnavailable},
+		{&hostrelay.RemoteError{Message: "something else"}, kernel.CodeUpstreamUnavailable},
+		{context.DeadlineExceeded, kernel.CodeTimeout},
+		{&upstream.RPCError{Code: 1, Message: "x", Data: json.RawMessage("{\"bad\":\"\xff\"}")}, kernel.CodeUpstreamError},
+	} {
+		k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "p", Tool: "*", Action: "*", Effect: policy.Allow}}); err != nil {
+			t.Fatal(err)
+		}
+		cat := upstreamtools.Build("srv", host.Catalog{Tools: tools(`{"name":"t","inputSchema":{"type":"object"}}`)}, errCaller{c.err}, nil)
+		if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, cat.Tools...); err != nil {
+			t.Fatal(err)
+		}
+		tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "srv.t"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b := refusal(t, r); b.Code != string(c.code) {
+			t.Errorf("%v: %+v", c.err, b)
+		}
+	}
+}
