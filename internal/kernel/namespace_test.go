@@ -355,3 +355,22 @@ func TestSelectionBoundsAndPolicyChange(t *testing.T) {
 		t.Fatalf("IDs %v", f.k.IDs())
 	}
 }
+
+// A raw object as an upstream may write it, white space and escapes included, keeps
+// every member's bytes; only the name and _meta change.
+func TestRawToolWhiteSpace(t *testing.T) {
+	f := newFixture(t)
+	f.grants(t, policy.Grant{Principal: "p", Tool: "*"})
+	const obj = "{\n  \"n\\u0061me\" : \"t\",\n  \"description\" : \"a \\\"quoted\\\" \\u00e9\",\n  \"inputSchema\" : { \"type\" : \"object\" } ,\n  \"_meta\" : { \"x\" : [ 1 , 2 ] }\n}\n"
+	if _, err := f.k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, rawTool("srv.t", "t", obj)); err != nil {
+		t.Fatal(err)
+	}
+	got := listRaw(t, f.turn(t, "p"))["srv.t"]
+	want := `{"name":"srv.t","description":"a \"quoted\" \u00e9","inputSchema":{ "type" : "object" },"_meta":{"toolgate/namespace":"srv","toolgate/source":"srv","x":[ 1 , 2 ]}}`
+	if got != want {
+		t.Fatalf("published\n%s\nwant\n%s", got, want)
+	}
+	if !json.Valid([]byte(got)) {
+		t.Fatal("not JSON")
+	}
+}
