@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
+	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -379,5 +380,54 @@ func TestUpstreamToolsInToolgateMCPStyle(t *testing.T) {
 			t.Fatalf("%s: calling %s: %v %+v", h.ID, echo, err, r)
 		}
 		tr.Close()
+	}
+}
+
+// The upstream's result bytes reach a client of a bridge (raw names, as toolgate bridge
+// --server serves them) and of the stdio server (toolgate mcp's names) unchanged.
+func TestUpstreamToolThroughBridgeAndStdio(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, false)
+	ctx := context.Background()
+	sel := []kernel.Selection{{Kind: kernel.SelectServer, Server: "fx"}}
+
+	tr, err := w.a.OpenTurn(ctx, app.TurnRequest{Transport: "http", Capabilities: []string{"fx.*"}, Selections: sel, Namer: w.a.RawNamer("fx")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := mcpserver.NewBridge(tr, mcpserver.BridgeOptions{ServerInfo: app.ServerInfo()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	resp, body := post(t, b.URL(), "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	sid := resp.Header.Get("Mcp-Session-Id")
+	if resp.StatusCode != 200 {
+		t.Fatalf("initialize: %d %s", resp.StatusCode, body)
+	}
+	_, body = post(t, b.URL(), "", sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"awkward","arguments":{"n":1.50}}}`)
+	var rpc struct{ Result json.RawMessage }
+	if err := json.Unmarshal(sseData(body), &rpc); err != nil || string(rpc.Result) != fixturedata.AwkwardResult {
+		t.Fatalf("bridge result %s (%v), want %s", rpc.Result, err, fixturedata.AwkwardResult)
+	}
+
+	st, err := w.a.OpenTurn(ctx, app.TurnRequest{Transport: "stdio", Selections: sel, Namer: localtools.Namer(localtools.DefaultPrefix)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	in := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"toolgate_fx_awkward","arguments":{"n":1.50}}}`,
+	}, "\n") + "\n"
+	var out bytes.Buffer
+	if err := mcpserver.ServeStdio(ctx, strings.NewReader(in), &out, st, mcpserver.StdioOptions{ServerInfo: app.ServerInfo()}); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if want := `{"jsonrpc":"2.0","id":2,"result":` + fixturedata.AwkwardResult + `}`; lines[len(lines)-1] != want {
+		t.Fatalf("stdio answer\n%s\nwant\n%s", lines[len(lines)-1], want)
 	}
 }
