@@ -208,3 +208,21 @@ func (a *App) RawNamer(server string) func(string) string {
 		return id
 	}
 }
+
+// CallableName is the canonical id server's raw tool name is published under (what
+// recent_bindings records): the binding SyncUpstream made, or, for a tool it has not
+// published (left out, or not seen yet), the id the name normalises to
+// (upstreamtools.Normalize, without the suffix a collision would add).
+func (a *App) CallableName(server, raw string) string {
+	u := &a.ut
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if st := u.servers[server]; st != nil {
+		for _, b := range st.bindings {
+			if b.RawName == raw {
+				return b.ID
+			}
+		}
+	}
+	return server + "." + upstreamtools.Normalize(raw)
+}

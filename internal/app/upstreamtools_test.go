@@ -256,9 +256,15 @@ func TestUpstreamPolicy(t *testing.T) {
 	if got := listed(t, w.turn(t, kernel.Selection{Kind: kernel.SelectServer, Server: "fx"})); len(got) != 0 {
 		t.Fatalf("disabled: %v", got)
 	}
+	if got := w.a.CallableName("fx", "echo"); got != "fx.echo" {
+		t.Errorf("CallableName(fx, echo) = %q", got)
+	}
 	w.a.RemoveUpstream("fx")
 	if got := listed(t, w.turn(t)); len(got) != 0 {
 		t.Fatalf("removed: %v", got)
+	}
+	if got := w.a.CallableName("fx", "Send Email"); got != "fx.Send_Email" {
+		t.Errorf("CallableName of a tool not published = %q", got)
 	}
 }
 
