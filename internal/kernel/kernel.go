@@ -128,6 +128,9 @@ func (k *Kernel) Register(tools ...*Tool) error {
 		if _, dup := k.tools[e.tool.ID]; dup {
 			return fmt.Errorf("%w %q: already registered", ErrInvalidTool, e.tool.ID)
 		}
+		if _, whole := k.nspol[e.ns]; whole {
+			return fmt.Errorf("%w %q: namespace %q is an upstream server's, replaced whole (ReplaceNamespace)", ErrInvalidTool, e.tool.ID, e.ns)
+		}
 	}
 	for _, e := range entries {
 		k.tools[e.tool.ID] = e

@@ -27,7 +27,9 @@ type NamespacePolicy struct {
 // one they opened with (and can still call its tools). Each tool's id must be in ns;
 // the batch is compiled before anything changes and refused whole if a tool is invalid.
 // A tool whose raw schema could not be compiled is registered and reported in the
-// diagnostics. The namespaces of toolgate's own tools ("toolgate") cannot be replaced.
+// diagnostics. A namespace holding tools registered with Register (toolgate's own,
+// the local tools, the control plane) cannot be replaced, and Register refuses a tool
+// of a namespace replaced whole.
 func (k *Kernel) ReplaceNamespace(ns string, p NamespacePolicy, tools ...*Tool) ([]Diagnostic, error) {
 	if !policy.ValidNamespace(ns) || ns == "toolgate" {
 		return nil, fmt.Errorf("%w: namespace %q cannot be replaced", ErrInvalidTool, clip(ns, 80))
@@ -55,6 +57,15 @@ func (k *Kernel) ReplaceNamespace(ns string, p NamespacePolicy, tools ...*Tool) 
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if _, whole := k.nspol[ns]; !whole {
+		// The namespace of tools registered one by one (local tools, the control plane)
+		// is never replaced: a server named like it would wipe them.
+		for _, id := range k.ids {
+			if namespaceOf(id) == ns {
+				return nil, fmt.Errorf("%w: namespace %q holds tools registered on their own (%s): it cannot be replaced", ErrInvalidTool, ns, id)
+			}
+		}
+	}
 	k.dropNamespaceLocked(ns)
 	for id, e := range entries {
 		k.tools[id] = e
@@ -93,10 +104,14 @@ func (k *Kernel) setPolicyLocked(ns string, p *NamespacePolicy) {
 }
 
 // RemoveNamespace removes every tool of ns and its NamespacePolicy (the server was
-// uninstalled). Turns already open keep their catalogue.
+// uninstalled); it does nothing to a namespace not replaced whole. Turns already open
+// keep their catalogue.
 func (k *Kernel) RemoveNamespace(ns string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if _, whole := k.nspol[ns]; !whole {
+		return
+	}
 	k.dropNamespaceLocked(ns)
 	k.setPolicyLocked(ns, nil)
 }

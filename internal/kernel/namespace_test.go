@@ -91,6 +91,15 @@ func TestReplaceNamespace(t *testing.T) {
 	if _, err := f.k.ReplaceNamespace("toolgate", kernel.NamespacePolicy{}); err == nil {
 		t.Fatal("the toolgate namespace was replaced")
 	}
+	// A namespace of tools registered one by one is never replaced or removed, and a
+	// replaced one takes no tool registered on its own.
+	if _, err := f.k.ReplaceNamespace("local", kernel.NamespacePolicy{}, rawTool("local.x", "x", `{"name":"x"}`)); !errors.Is(err, kernel.ErrInvalidTool) {
+		t.Fatalf("replacing local: %v", err)
+	}
+	f.k.RemoveNamespace("local")
+	if err := f.k.Register(echoTool("srv.echo")); !errors.Is(err, kernel.ErrInvalidTool) {
+		t.Fatalf("Register into a replaced namespace: %v", err)
+	}
 	f.k.RemoveNamespace("srv")
 	if got := names(t, f.turn(t, "p")); !slices.Equal(got, []string{"local.echo", "toolgate.escalate"}) {
 		t.Fatalf("after RemoveNamespace: %v", got)
