@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/localtools"
@@ -112,6 +113,35 @@ func TestControlPlaneTools(t *testing.T) {
 		!strings.Contains(string(c.ClientInfo), "claude-code") || c.Calls < 4 || c.LastCall == nil {
 		t.Fatalf("list_clients %+v", c)
 	}
+	// A server named like the control plane's namespace cannot take its place.
+	a.SyncUpstream(app.UpstreamServer{Name: "server", Enabled: true, Implicit: true}, host.Catalog{Version: 1,
+		Tools: []json.RawMessage{json.RawMessage(`{"name":"status","inputSchema":{"type":"object"}}`)}})
+	tr2, err := a.OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var again struct{ Version string }
+	if r := callJSON(t, tr2, "server.status", `{}`, &again); r.IsError || r.Raw != nil || again.Version == "" {
+		t.Fatalf("server.status after a server named \"server\" synced: %+v", r)
+	}
+	tr2.Close()
+	a.RemoveUpstream("server")
+	// Nor can one named like toolgate's own namespace, and removing either changes nothing.
+	a.SyncUpstream(app.UpstreamServer{Name: "toolgate", Enabled: true, Implicit: true}, host.Catalog{Version: 1,
+		Tools: []json.RawMessage{json.RawMessage(`{"name":"server_status","inputSchema":{"type":"object"}}`)}})
+	for _, u := range a.UpstreamTools() {
+		if u.Server.Name == "server" || u.Server.Name == "toolgate" {
+			t.Errorf("a server named %q was published: %+v", u.Server.Name, u)
+		}
+	}
+	tr2, err = a.OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := callJSON(t, tr2, "server.status", `{}`, &again); r.IsError || r.Raw != nil {
+		t.Fatalf("server.status after RemoveUpstream(server): %+v", r)
+	}
+	tr2.Close()
 	other, err := a.OpenTurn(ctx, app.TurnRequest{Transport: "http"})
 	if err != nil {
 		t.Fatal(err)

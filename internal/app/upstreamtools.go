@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/toolgate/toolgate/internal/host"
@@ -31,6 +32,7 @@ type upstreamTools struct {
 
 	mu      sync.Mutex
 	reg     *names.Registry // every published name, built-in and local tools' included
+	own     map[string]bool // namespaces of the tools registered on their own (local, server, toolgate)
 	servers map[string]*upstreamState
 }
 
@@ -67,6 +69,12 @@ func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	a.namesLocked()
+	if u.own[server.Name] {
+		// Its tools would take the names of toolgate's own (mcpconfig refuses such
+		// names; this holds whatever the caller).
+		a.log.Error("an upstream server is named like a namespace of toolgate's own tools: not published", "server", server.Name)
+		return
+	}
 	pol := kernel.NamespacePolicy{Disabled: !server.Enabled, ExplicitOnly: !server.Implicit}
 	prev := u.servers[server.Name]
 	if prev != nil && prev.version == cat.Version && prev.digest == cat.Digest {
@@ -110,6 +118,9 @@ func (a *App) RemoveUpstream(name string) {
 	u := &a.ut
 	u.mu.Lock()
 	defer u.mu.Unlock()
+	if u.own[name] {
+		return // never an upstream server's (SyncUpstream)
+	}
 	if u.reg != nil {
 		u.reg.RemoveNamespace(name)
 	}
@@ -148,7 +159,13 @@ func (a *App) namesLocked() {
 		return
 	}
 	u.reg = names.New(names.Options{})
-	for id, err := range u.reg.AddAll(a.k.IDs()) {
+	ids := a.k.IDs()
+	u.own = map[string]bool{}
+	for _, id := range ids {
+		ns, _, _ := strings.Cut(id, ".")
+		u.own[ns] = true
+	}
+	for id, err := range u.reg.AddAll(ids) {
 		a.log.Warn("a built-in or local tool's names collide", "tool", id, "err", err)
 	}
 }
