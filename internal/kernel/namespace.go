@@ -154,6 +154,7 @@ const (
 	RejectUnknownTool   = "unknown_tool"
 	RejectDisabled      = "server_disabled"
 	RejectNotGranted    = "not_granted"
+	RejectNoTools       = "no_tools"
 )
 
 // SelectionDiagnostic says what became of one Selection when the turn opened.
@@ -215,6 +216,8 @@ func (k *Kernel) resolveSelections(o TurnOptions, pol *policy.Set, ns map[string
 			switch {
 			case len(ids) == 0 && s.Kind == SelectTool:
 				reject(RejectUnknownTool, "server %q has no tool %q", s.Server, safeName(s.RawTool))
+			case len(ids) == 0:
+				reject(RejectNoTools, "server %q publishes no tools (its catalogue is empty, or not fetched yet)", s.Server)
 			case len(usable) == 0:
 				reject(RejectNotGranted, "no grant lets %q use %s", o.Principal, s)
 			default:

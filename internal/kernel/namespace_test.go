@@ -183,6 +183,9 @@ func TestExplicitOnlyAndSelections(t *testing.T) {
 		}
 		return out
 	}
+	if _, err := f.k.ReplaceNamespace("empty", kernel.NamespacePolicy{ExplicitOnly: true}); err != nil {
+		t.Fatal(err)
+	}
 	for ns, p := range map[string]kernel.NamespacePolicy{"resend": {ExplicitOnly: true}, "open": {}, "off": {Disabled: true}, "ungranted": {ExplicitOnly: true}} {
 		if _, err := f.k.ReplaceNamespace(ns, p, mk(ns, "send_email", "list")...); err != nil {
 			t.Fatal(err)
@@ -218,6 +221,7 @@ func TestExplicitOnlyAndSelections(t *testing.T) {
 		kernel.Selection{ID: "cap_off", Kind: kernel.SelectServer, Server: "off"},
 		kernel.Selection{ID: "cap_ungranted", Kind: kernel.SelectServer, Server: "ungranted"},
 		kernel.Selection{ID: "cap_kind", Kind: "skill", Server: "resend"},
+		kernel.Selection{ID: "cap_empty", Kind: kernel.SelectServer, Server: "empty"},
 	)
 	if got := names(t, tr); !slices.Equal(got, []string{"local.echo", "open.list", "open.send_email", "resend.send_email"}) {
 		t.Fatalf("with an mcpTool selection: %v", got)
@@ -226,7 +230,7 @@ func TestExplicitOnlyAndSelections(t *testing.T) {
 		t.Fatalf("selected tool: %s", mustJSON(r))
 	}
 	want := map[string]string{"cap_resend": "", "cap_nope": kernel.RejectUnknownServer, "cap_tool": kernel.RejectUnknownTool,
-		"cap_off": kernel.RejectDisabled, "cap_ungranted": kernel.RejectNotGranted, "cap_kind": kernel.RejectInvalid}
+		"cap_off": kernel.RejectDisabled, "cap_ungranted": kernel.RejectNotGranted, "cap_kind": kernel.RejectInvalid, "cap_empty": kernel.RejectNoTools}
 	ds := tr.Selections()
 	if len(ds) != len(want) {
 		t.Fatalf("diagnostics %+v", ds)
@@ -236,7 +240,7 @@ func TestExplicitOnlyAndSelections(t *testing.T) {
 			t.Errorf("diagnostic %+v, want reason %q", d, want[d.Selection.ID])
 		}
 	}
-	// Each selection is audited: one allowed, five denied selection_rejected.
+	// Each selection is audited: one allowed, six denied selection_rejected.
 	var allowed, rejected int
 	for _, e := range f.aud.Events()[before:] {
 		if e.Action != "select" {
@@ -249,7 +253,7 @@ func TestExplicitOnlyAndSelections(t *testing.T) {
 			rejected++
 		}
 	}
-	if allowed != 1 || rejected != 5 {
+	if allowed != 1 || rejected != 6 {
 		t.Errorf("selection events: %d allowed, %d rejected", allowed, rejected)
 	}
 
