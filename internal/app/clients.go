@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -33,6 +34,9 @@ type clientEntry struct {
 	opened                   time.Time
 	calls                    atomic.Int64
 	lastCall                 atomic.Int64 // unix nanoseconds; 0: none
+	// upstream is set once the turn called an upstream server's tool: its close ends
+	// the connections a server of "session" isolation opened for it.
+	upstream atomic.Bool
 
 	mu      sync.Mutex
 	version string
@@ -63,6 +67,16 @@ func (c *clients) add(id, principal, transport string) *clientEntry {
 	}
 	c.m[id] = e
 	return e
+}
+
+// usedUpstream marks the turn id as having called an upstream server.
+func (c *clients) usedUpstream(id string) {
+	c.mu.Lock()
+	e := c.m[id]
+	c.mu.Unlock()
+	if e != nil {
+		e.upstream.Store(true)
+	}
 }
 
 func (c *clients) remove(id string) {
@@ -114,10 +128,26 @@ func (t turn) NoteClient(version string, info json.RawMessage) {
 	t.cl.version, t.cl.info = version, info
 }
 
-// Close ends the turn and drops it from the open turns.
+// endSessionTimeout bounds telling the host that a turn's session ended.
+const endSessionTimeout = 5 * time.Second
+
+// Close ends the turn and drops it from the open turns. If the turn called an
+// upstream server, the host is told its session ended (hostrelay EndSession: a
+// server of "session" isolation stops the process it started for this turn); that
+// runs on its own, since over the relay it is a request.
 func (t turn) Close() error {
 	if t.cl != nil {
 		t.a.cl.remove(t.cl.id)
+		if up := t.a.ut.up; up != nil && t.cl.upstream.Swap(false) {
+			id := t.cl.id
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), endSessionTimeout)
+				defer cancel()
+				if err := up.EndSession(ctx, id); err != nil {
+					t.a.log.Warn("ending a turn's upstream sessions", "turn", id, "err", err)
+				}
+			}()
+		}
 	}
 	return t.Turn.Close()
 }

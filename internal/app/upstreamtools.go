@@ -171,12 +171,20 @@ func (a *App) namesLocked() {
 }
 
 // toolCaller is what upstream tools call: this process's host or the relay to the
-// process hosting the data directory's servers.
-func (a *App) toolCaller() upstreamtools.Caller {
-	if a.ut.up == nil {
-		return noUpstreams{}
+// process hosting the data directory's servers, read at each call, with the turn that
+// called marked so that its close ends its per-session connections.
+func (a *App) toolCaller() upstreamtools.Caller { return turnCaller{a} }
+
+// turnCaller is the App's upstreams as its tools call them.
+type turnCaller struct{ a *App }
+
+func (c turnCaller) Call(ctx context.Context, server, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	up := c.a.ut.up
+	if up == nil {
+		return noUpstreams{}.Call(ctx, server, method, params, opts)
 	}
-	return a.ut.up
+	c.a.cl.usedUpstream(opts.SessionKey)
+	return up.Call(ctx, server, method, params, opts)
 }
 
 func rawOf(bs []upstreamtools.Binding, id string) string {

@@ -437,3 +437,52 @@ func TestUpstreamToolThroughBridgeAndStdio(t *testing.T) {
 		t.Fatalf("stdio answer\n%s\nwant\n%s", lines[len(lines)-1], want)
 	}
 }
+
+// A server of "session" isolation runs one process per turn, and the turn's close
+// stops it: a turn per request (the HTTP API, a stateless client) leaves nothing behind.
+func TestUpstreamSessionEndsWithTheTurn(t *testing.T) {
+	spec, marker := upstreamtest.Spec(t)
+	spec.Name = "fx"
+	up, err := hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, IdleTimeout: -1, Health: host.HealthPolicy{Interval: -1},
+			Servers: []host.Definition{{Name: "fx", Fingerprint: "sha256:fx", Isolation: host.IsolationSession, Config: spec}}})
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UseUpstreams(a, up)
+	t.Cleanup(func() {
+		a.Close()
+		up.Close(context.Background())
+		upstreamtest.WaitGone(t, marker, 5*time.Second)
+	})
+	w := &upstreamWorld{a: a, up: up}
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, true)
+	base := len(upstreamtest.Processes(t, marker)) // the catalogue's own connection, if it stays
+	for i := range 3 {
+		tr, err := a.OpenTurn(context.Background(), app.TurnRequest{Transport: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "fx.echo", Arguments: json.RawMessage(`{"text":"s"}`)})
+		if err != nil || r.IsError {
+			t.Fatalf("call %d: %v %+v", i, err, r)
+		}
+		if n := len(upstreamtest.Processes(t, marker)); n != base+1 {
+			t.Fatalf("call %d: %d processes during the turn, %d before", i, n, base)
+		}
+		tr.Close()
+		deadline := time.Now().Add(5 * time.Second)
+		for len(upstreamtest.Processes(t, marker)) != base {
+			if time.Now().After(deadline) {
+				t.Fatalf("call %d: the turn's process outlived it: %v", i, upstreamtest.Processes(t, marker))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
