@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -484,5 +485,80 @@ func TestUpstreamSessionEndsWithTheTurn(t *testing.T) {
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
+	}
+}
+
+// A client's notifications/cancelled reaches the upstream as its own
+// notifications/cancelled for the forwarded request, and the call is answered
+// cancelled; the upstream keeps serving.
+func TestUpstreamCancellationFromTheClient(t *testing.T) {
+	w := newUpstreamWorld(t, "fx")
+	w.grant(t, "fx.*")
+	w.sync(t, "fx", true, true)
+	ctx := context.Background()
+	tr := w.turn(t)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpserver.ServeStdio(ctx, inR, outW, tr, mcpserver.StdioOptions{ServerInfo: app.ServerInfo()})
+		outW.Close()
+	}()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	send := func(s string) {
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
+	<-lines
+	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	send(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"fx.hang","arguments":{}}}`)
+	// Cancel once the call is in flight upstream (before, it would never be sent).
+	for {
+		st, _, err := w.up.Status(ctx, "fx")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.InFlight > 0 {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"h","reason":"user"}}`)
+	select {
+	case l := <-lines:
+		if !strings.Contains(l, `"id":"h"`) || !strings.Contains(l, `cancelled`) {
+			t.Fatalf("answer to the cancelled call: %s", l)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the cancelled call was not answered")
+	}
+	var seen []struct{ What string }
+	for range 100 {
+		res, err := w.up.Call(ctx, "fx", "tools/call", json.RawMessage(`{"name":"cancellations","arguments":{}}`), host.CallOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Content []struct{ Text string } }
+		_ = json.Unmarshal(res, &out)
+		if len(out.Content) > 0 && json.Unmarshal([]byte(out.Content[0].Text), &seen) == nil && len(seen) > 0 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(seen) != 1 || seen[0].What != "tools/call:hang" {
+		t.Fatalf("the upstream saw cancellations %+v", seen)
+	}
+	inW.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
