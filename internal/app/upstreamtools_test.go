@@ -490,9 +490,29 @@ func TestUpstreamSessionEndsWithTheTurn(t *testing.T) {
 
 // A client's notifications/cancelled reaches the upstream as its own
 // notifications/cancelled for the forwarded request, and the call is answered
-// cancelled; the upstream keeps serving.
+// cancelled.
 func TestUpstreamCancellationFromTheClient(t *testing.T) {
-	w := newUpstreamWorld(t, "fx")
+	// The fixture's ask tool sends the client a request and waits for the answer or
+	// its call's cancellation: the request arriving here says the call is upstream.
+	hold, asked, release := upstreamtest.HoldRequests()
+	defer release()
+	spec, marker := upstreamtest.Spec(t)
+	spec.Name = "fx"
+	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.Dialer{OnRequest: hold}.Host(spec), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	app.UseUpstreams(a, up)
+	t.Cleanup(func() {
+		a.Close()
+		up.Close(context.Background())
+		upstreamtest.WaitGone(t, marker, 5*time.Second)
+	})
+	w := &upstreamWorld{a: a, up: up}
 	w.grant(t, "fx.*")
 	w.sync(t, "fx", true, true)
 	ctx := context.Background()
@@ -520,17 +540,11 @@ func TestUpstreamCancellationFromTheClient(t *testing.T) {
 	send(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{}}}`)
 	<-lines
 	send(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	send(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"fx.hang","arguments":{}}}`)
-	// Cancel once the call is in flight upstream (before, it would never be sent).
-	for {
-		st, _, err := w.up.Status(ctx, "fx")
-		if err != nil {
-			t.Fatal(err)
-		}
-		if st.InFlight > 0 {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	send(`{"jsonrpc":"2.0","id":"h","method":"tools/call","params":{"name":"fx.ask","arguments":{"method":"roots/list"}}}`)
+	select {
+	case <-asked:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the upstream")
 	}
 	send(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":"h","reason":"user"}}`)
 	select {
@@ -542,8 +556,8 @@ func TestUpstreamCancellationFromTheClient(t *testing.T) {
 		t.Fatal("the cancelled call was not answered")
 	}
 	var seen []struct{ What string }
-	for range 100 {
-		res, err := w.up.Call(ctx, "fx", "tools/call", json.RawMessage(`{"name":"cancellations","arguments":{}}`), host.CallOptions{})
+	for range 250 {
+		res, err := up.Call(ctx, "fx", "tools/call", json.RawMessage(`{"name":"cancellations","arguments":{}}`), host.CallOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -554,7 +568,7 @@ func TestUpstreamCancellationFromTheClient(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(seen) != 1 || seen[0].What != "tools/call:hang" {
+	if len(seen) != 1 || seen[0].What != "tools/call:ask" {
 		t.Fatalf("the upstream saw cancellations %+v", seen)
 	}
 	inW.Close()

@@ -323,7 +323,9 @@ func TestProgressAndCancellationWithARealUpstream(t *testing.T) {
 		t.Fatal(err)
 	}
 	spec.Name = "fx"
-	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(spec), nil)
+	hold, asked, release := upstreamtest.HoldRequests()
+	defer release()
+	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.Dialer{OnRequest: hold}.Host(spec), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -357,10 +359,14 @@ func TestProgressAndCancellationWithARealUpstream(t *testing.T) {
 	cctx, cancel := context.WithCancel(ctx)
 	done := make(chan *mcpspec.CallResult)
 	go func() {
-		r, _ := tr.CallTool(cctx, &mcpspec.CallRequest{Name: "fx.hang", Peer: n})
+		r, _ := tr.CallTool(cctx, &mcpspec.CallRequest{Name: "fx.ask", Arguments: json.RawMessage(`{"method":"roots/list"}`), Peer: n})
 		done <- r
 	}()
-	time.Sleep(200 * time.Millisecond) // the call reaches the upstream
+	select {
+	case <-asked: // the call is upstream
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call did not reach the upstream")
+	}
 	cancel()
 	select {
 	case r := <-done:
@@ -384,7 +390,7 @@ func TestProgressAndCancellationWithARealUpstream(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if len(got) != 1 || got[0].What != "tools/call:hang" {
+	if len(got) != 1 || got[0].What != "tools/call:ask" {
 		t.Fatalf("the upstream saw cancellations %+v, want the hung call's", got)
 	}
 }

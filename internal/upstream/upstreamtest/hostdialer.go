@@ -3,6 +3,8 @@ package upstreamtest
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/host"
@@ -70,13 +72,41 @@ func (s *session) StderrTail() string    { return s.p.StderrTail() }
 // test sees only what it does; restarts back off 50-100 ms. Give its result to
 // hostrelay.NewLocal.
 func NewHost(specs ...upstream.Spec) func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+	return Dialer{}.Host(specs...)
+}
+
+// Host is NewHost with d as the dialer.
+func (d Dialer) Host(specs ...upstream.Spec) func(ctx context.Context, obs host.Observer) (*host.Host, error) {
 	defs := make([]host.Definition, len(specs))
 	for i, s := range specs {
 		defs[i] = host.Definition{Name: s.Name, Fingerprint: "sha256:" + s.Name, Config: s}
 	}
 	return func(ctx context.Context, obs host.Observer) (*host.Host, error) {
-		return host.New(host.Options{Dialer: Dialer{}, Observer: obs, Servers: defs, IdleTimeout: -1,
+		return host.New(host.Options{Dialer: d, Observer: obs, Servers: defs, IdleTimeout: -1,
 			Health:  host.HealthPolicy{Interval: -1},
 			Restart: host.RestartPolicy{InitialInterval: 50 * time.Millisecond, MaxInterval: 100 * time.Millisecond}})
 	}
+}
+
+// HoldRequests returns a RequestHandler that reports each request an upstream sends
+// its client (the method, on asked) and holds it unanswered until its context ends or
+// release is called. With it the fixture's ask tool is a call known to be in flight
+// upstream, which stays there until it is cancelled: what a test of cancellation
+// waits for instead of sleeping.
+func HoldRequests() (h upstream.RequestHandler, asked <-chan string, release func()) {
+	ch := make(chan string, 16)
+	stop := make(chan struct{})
+	var once sync.Once
+	h = func(ctx context.Context, method string, _ json.RawMessage) (json.RawMessage, error) {
+		select {
+		case ch <- method:
+		default:
+		}
+		select {
+		case <-ctx.Done():
+		case <-stop:
+		}
+		return nil, errors.New("upstreamtest: request held, not answered")
+	}
+	return h, ch, func() { once.Do(func() { close(stop) }) }
 }
