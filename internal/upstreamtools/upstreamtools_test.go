@@ -271,12 +271,12 @@ func TestErrors(t *testing.T) {
 	}
 	// A crash mid-call: upstream_crashed; the other server is unaffected.
 	w.d.Server("srv").Set(func(b *hosttest.Behavior) { b.Handler = nil; b.CallHang = true })
+	s := w.d.Last("srv")
+	before := s.Calls()
 	done := make(chan *mcpspec.CallResult)
 	go func() { done <- w.call(t, "srv.t", `{}`, "", nil) }()
-	var s *hosttest.Session
-	for s == nil || s.Calls() == 0 {
+	for s.Calls() == before { // the hanging call has reached the session
 		time.Sleep(5 * time.Millisecond)
-		s = w.d.Last("srv")
 	}
 	s.Crash(errors.New("killed"))
 	select {
