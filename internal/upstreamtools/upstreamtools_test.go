@@ -273,8 +273,15 @@ func TestErrors(t *testing.T) {
 	w.d.Server("srv").Set(func(b *hosttest.Behavior) { b.Handler = nil; b.CallHang = true })
 	s := w.d.Last("srv")
 	before := s.Calls()
+	tr, err := w.k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "p"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan *mcpspec.CallResult)
-	go func() { done <- w.call(t, "srv.t", `{}`, "", nil) }()
+	go func() {
+		r, _ := tr.CallTool(context.Background(), &mcpspec.CallRequest{Name: "srv.t", Arguments: json.RawMessage(`{}`)})
+		done <- r
+	}()
 	for s.Calls() == before { // the hanging call has reached the session
 		time.Sleep(5 * time.Millisecond)
 	}
