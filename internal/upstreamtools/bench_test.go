@@ -9,6 +9,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/names"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/upstreamtools"
 )
@@ -54,7 +55,18 @@ func BenchmarkUpstreamCall(b *testing.B) {
 
 // BenchmarkBuild is one catalogue of 200 tools made into kernel tools and registered
 // (the names check and the schema compiles included): the cost of a catalogue change.
-func BenchmarkBuild(b *testing.B) {
+func BenchmarkBuild(b *testing.B) { benchBuild(b, false) }
+
+// BenchmarkBuildNames is BenchmarkBuild with the shadowing check against every
+// published form of every other tool (internal/names, all harnesses' rules).
+func BenchmarkBuildNames(b *testing.B) { benchBuild(b, true) }
+
+func benchBuild(b *testing.B, withNames bool) {
+	var reg *names.Registry
+	if withNames {
+		reg = names.New(names.Options{})
+		reg.AddAll([]string{"local.read_file", "local.write_file", "server.status", "toolgate.escalate"})
+	}
 	var list []string
 	for i := range 200 {
 		list = append(list, `{"name":"tool_`+itoa(i)+`","description":"d","inputSchema":{"type":"object","properties":{"q":{"type":"string"}}}}`)
@@ -66,7 +78,7 @@ func BenchmarkBuild(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		c := upstreamtools.Build("srv", cat, nil, nil)
+		c := upstreamtools.Build("srv", cat, nil, reg)
 		if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, c.Tools...); err != nil {
 			b.Fatal(err)
 		}
