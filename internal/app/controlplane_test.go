@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/host"
@@ -21,36 +20,19 @@ import (
 )
 
 // controlWorld is an App with the control-plane tools wired to it and one real
-// fixture upstream, "fx".
+// fixture upstream, "fx", synced with allow_implicit_invocation false.
 func controlWorld(t *testing.T) (*app.App, *hostrelay.Local) {
 	t.Helper()
 	spec, marker := upstreamtest.Spec(t)
 	spec.Name = "fx"
-	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(spec), nil)
+	w := &upstreamWorld{markers: map[string]string{"fx": marker}}
+	tools, err := localtools.Build(localtools.Config{ControlPlane: func() localtools.ControlPlane { return app.ControlPlane{A: w.a} }})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var a *app.App
-	tools, err := localtools.Build(localtools.Config{ControlPlane: func() localtools.ControlPlane { return app.ControlPlane{A: a} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t), Tools: tools})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app.UseUpstreams(a, up)
-	t.Cleanup(func() {
-		a.Close()
-		up.Close(context.Background())
-		upstreamtest.WaitGone(t, marker, 5*time.Second)
-	})
-	cat, err := up.RefreshCatalog(context.Background(), "fx")
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SyncUpstream(app.UpstreamServer{Name: "fx", Enabled: true, Implicit: false}, cat)
-	return a, up
+	w.open(t, upstreamtest.NewHost(spec), tools)
+	w.sync(t, "fx", true, false)
+	return w.a, w.up
 }
 
 func callJSON(t *testing.T, tr app.Turn, name, args string, v any) *mcpspec.CallResult {

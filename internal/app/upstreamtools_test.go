@@ -46,13 +46,22 @@ func newUpstreamWorld(t *testing.T, servers ...string) *upstreamWorld {
 		w.markers[s] = marker
 		specs = append(specs, spec)
 	}
+	w.open(t, upstreamtest.NewHost(specs...), nil)
+	return w
+}
+
+// open opens w's App with tools over a host newHost builds, and closes both when the
+// test ends, checking that no process of w.markers is left.
+func (w *upstreamWorld) open(t *testing.T, newHost hostrelay.NewHostFunc, tools []*kernel.Tool) {
+	t.Helper()
 	var err error
-	w.up, err = hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(specs...), nil)
+	w.up, err = hostrelay.NewLocal(context.Background(), newHost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
+	w.a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t), Tools: tools})
 	if err != nil {
+		w.up.Close(context.Background())
 		t.Fatal(err)
 	}
 	app.UseUpstreams(w.a, w.up)
@@ -63,7 +72,6 @@ func newUpstreamWorld(t *testing.T, servers ...string) *upstreamWorld {
 			upstreamtest.WaitGone(t, m, 5*time.Second)
 		}
 	})
-	return w
 }
 
 // sync fetches server's catalogue and publishes it, with the given policy.
@@ -444,24 +452,12 @@ func TestUpstreamToolThroughBridgeAndStdio(t *testing.T) {
 func TestUpstreamSessionEndsWithTheTurn(t *testing.T) {
 	spec, marker := upstreamtest.Spec(t)
 	spec.Name = "fx"
-	up, err := hostrelay.NewLocal(context.Background(), func(ctx context.Context, obs host.Observer) (*host.Host, error) {
+	w := &upstreamWorld{markers: map[string]string{"fx": marker}}
+	w.open(t, func(ctx context.Context, obs host.Observer) (*host.Host, error) {
 		return host.New(host.Options{Dialer: upstreamtest.Dialer{}, Observer: obs, IdleTimeout: -1, Health: host.HealthPolicy{Interval: -1},
 			Servers: []host.Definition{{Name: "fx", Fingerprint: "sha256:fx", Isolation: host.IsolationSession, Config: spec}}})
 	}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app.UseUpstreams(a, up)
-	t.Cleanup(func() {
-		a.Close()
-		up.Close(context.Background())
-		upstreamtest.WaitGone(t, marker, 5*time.Second)
-	})
-	w := &upstreamWorld{a: a, up: up}
+	a := w.a
 	w.grant(t, "fx.*")
 	w.sync(t, "fx", true, true)
 	base := len(upstreamtest.Processes(t, marker)) // the catalogue's own connection, if it stays
@@ -498,21 +494,9 @@ func TestUpstreamCancellationFromTheClient(t *testing.T) {
 	defer release()
 	spec, marker := upstreamtest.Spec(t)
 	spec.Name = "fx"
-	up, err := hostrelay.NewLocal(context.Background(), upstreamtest.Dialer{OnRequest: hold}.Host(spec), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	app.UseUpstreams(a, up)
-	t.Cleanup(func() {
-		a.Close()
-		up.Close(context.Background())
-		upstreamtest.WaitGone(t, marker, 5*time.Second)
-	})
-	w := &upstreamWorld{a: a, up: up}
+	w := &upstreamWorld{markers: map[string]string{"fx": marker}}
+	w.open(t, upstreamtest.Dialer{OnRequest: hold}.Host(spec), nil)
+	up := w.up
 	w.grant(t, "fx.*")
 	w.sync(t, "fx", true, true)
 	ctx := context.Background()
