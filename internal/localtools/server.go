@@ -80,11 +80,23 @@ func serverTools(cfg Config, local []*kernel.Tool) []*kernel.Tool {
 		}
 		return cfg.ControlPlane()
 	}
-	servers := func(ctx context.Context) (any, error) {
+	// ask is what the control plane answers with get, or an empty list without one.
+	ask := func(ctx context.Context, get func(ControlPlane, context.Context) (any, error)) (any, error) {
 		if p := plane(); p != nil {
-			return p.Servers(ctx)
+			return get(p, ctx)
 		}
 		return []any{}, nil
+	}
+	servers := func(ctx context.Context) (any, error) { return ask(ctx, ControlPlane.Servers) }
+	// list answers {key: the control plane's answer to get}.
+	list := func(key string, get func(ControlPlane, context.Context) (any, error)) func(context.Context, *kernel.Call) (*kernel.Output, error) {
+		return func(ctx context.Context, _ *kernel.Call) (*kernel.Output, error) {
+			v, err := ask(ctx, get)
+			if err != nil {
+				return nil, err
+			}
+			return jsonOutput(map[string]any{key: v})
+		}
 	}
 	return []*kernel.Tool{
 		{
@@ -141,13 +153,7 @@ func serverTools(cfg Config, local []*kernel.Tool) []*kernel.Tool {
 			InputSchema: emptySchema,
 			Annotations: ro,
 			Source:      "toolgate",
-			Run: func(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
-				srv, err := servers(ctx)
-				if err != nil {
-					return nil, err
-				}
-				return jsonOutput(map[string]any{"servers": srv})
-			},
+			Run:         list("servers", ControlPlane.Servers),
 		},
 		{
 			ID:    "server.read_state",
@@ -181,16 +187,7 @@ func serverTools(cfg Config, local []*kernel.Tool) []*kernel.Tool {
 			InputSchema: emptySchema,
 			Annotations: ro,
 			Source:      "toolgate",
-			Run: func(ctx context.Context, call *kernel.Call) (*kernel.Output, error) {
-				var clients any = []any{}
-				if p := plane(); p != nil {
-					var err error
-					if clients, err = p.Clients(ctx); err != nil {
-						return nil, err
-					}
-				}
-				return jsonOutput(map[string]any{"clients": clients})
-			},
+			Run:         list("clients", ControlPlane.Clients),
 		},
 		{
 			ID:    "server.manage_backup",
