@@ -113,7 +113,8 @@ func TestCatalogueNames(t *testing.T) {
 	for _, want := range []string{pRead, pWrite, pPatch, pList, "toolgate_local_ask_user", "toolgate_local_bash",
 		"toolgate_local_git_status", "toolgate_local_git_diff", "toolgate_local_git_log", "toolgate_local_git_show",
 		"toolgate_local_git_add", "toolgate_local_git_commit", "toolgate_local_git_branch", "toolgate_local_git_checkout",
-		"toolgate_server_status", "toolgate_server_version", "toolgate_server_list_servers"} {
+		"toolgate_server_status", "toolgate_server_version", "toolgate_server_list_servers", "toolgate_server_read_state",
+		"toolgate_server_list_clients", "toolgate_server_manage_backup"} {
 		if !slices.Contains(names, want) {
 			t.Errorf("catalogue lacks %s: %v", want, names)
 		}
@@ -294,6 +295,15 @@ func TestAskUserAndControlPlane(t *testing.T) {
 	}
 	if l := s.ok("toolgate_server_list_servers", map[string]any{}); !strings.Contains(l, `"servers": []`) {
 		t.Errorf("list_servers = %s", l)
+	}
+	// This session is a client (the SDK speaks the stateless revision here: no
+	// initialize, so no clientInfo).
+	if l := s.ok("toolgate_server_list_clients", map[string]any{}); !strings.Contains(l, `"transport": "stdio"`) || !strings.Contains(l, `"principal": "default"`) {
+		t.Errorf("list_clients = %s", l)
+	}
+	// A backup is a write: the default server.* read grant does not allow it.
+	if r := s.call("toolgate_server_manage_backup", map[string]any{"action": "create"}); !r.isError || r.code != "no_matching_grant" {
+		t.Errorf("manage_backup under the default grants = %+v", r)
 	}
 }
 

@@ -67,6 +67,10 @@ type TurnRequest struct {
 	// ID, when set, is the turn's execution id (ResumeTurn: a session opened on
 	// another replica keeps its turn's).
 	ID string
+	// Selections bring upstream servers' tools into the turn, those of servers whose
+	// allow_implicit_invocation is false included (kernel.TurnOptions.Selections);
+	// Selections(turn) reports what became of each.
+	Selections []kernel.Selection
 }
 
 // Outcome is how a turn ended.
@@ -131,6 +135,9 @@ type App struct {
 	appliedSeq int64
 	lastGrants []policy.Grant
 	lastNS     map[string]bool
+
+	ut upstreamTools // the upstream servers' tools (upstreamtools.go)
+	cl clients       // the open turns (clients.go)
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -308,19 +315,20 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	// the turn look stale once (one extra re-initialize), never fresh when it is not.
 	gen := a.policyGen.Load()
 	t, err := a.k.OpenTurn(ctx, kernel.TurnOptions{Principal: req.Principal, Transport: req.Transport, Namer: req.Namer, Alias: req.Alias,
-		Capabilities: req.Capabilities, ID: req.ID})
+		Capabilities: req.Capabilities, ID: req.ID, Selections: req.Selections})
 	if err != nil {
 		return nil, err
 	}
-	return turn{Turn: t, a: a, gen: gen, surface: req.Transport}, nil
+	return turn{Turn: t, a: a, gen: gen, surface: req.Transport, cl: a.cl.add(t.ID(), req.Principal, req.Transport)}, nil
 }
 
 // turn adapts *kernel.Turn to Turn.
 type turn struct {
 	*kernel.Turn
 	a       *App
-	gen     int64  // policyGen when the turn opened
-	surface string // its transport, a metrics label
+	gen     int64        // policyGen when the turn opened
+	surface string       // its transport, a metrics label
+	cl      *clientEntry // its entry among the open turns (clients.go)
 }
 
 // CallTool first brings the kernel's policy up to date with the store (another process,
@@ -334,6 +342,7 @@ func (t turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.
 	if err := t.a.refresh(ctx); err != nil {
 		t.a.log.WarnContext(ctx, "re-reading grants before a call", "err", err)
 	}
+	t.cl.called()
 	start := time.Now()
 	res, err := t.Turn.CallTool(ctx, req)
 	span.End(t.observe(req, res, err, time.Since(start)))

@@ -1,5 +1,7 @@
 package app
 
+import "github.com/toolgate/toolgate/internal/hostrelay"
+
 // PolicyLoads reports how many times a has read grants and namespaces from its store
 // in full (not counting the cheap policy-version reads that found nothing changed).
 func PolicyLoads(a *App) int64 { return a.pol.loads.Load() }
@@ -14,3 +16,6 @@ func PolicyVersionLoaded(a *App) int64 {
 // PolicyReads reports how many times a has read its store's policy version: once per
 // refresh, whatever it found.
 func PolicyReads(a *App) int64 { return a.pol.reads.Load() }
+
+// UseUpstreams makes a's upstream tools call up (this process's host in a test).
+func UseUpstreams(a *App, up hostrelay.Upstreams) { a.ut.up = up }

@@ -35,6 +35,7 @@ type bridgeFlags struct {
 	ttl          time.Duration
 	allowHosts   []string
 	capabilities []string
+	server       string
 }
 
 func newBridgeCmd(env *Env) *cobra.Command {
@@ -57,6 +58,13 @@ loopback. The URL names the address bound (for 0.0.0.0 or [::], the loopback add
 that family); listening beyond loopback is announced on stderr, and other machines reach a
 wildcard bind only under a name given with --allow-host.
 
+--server NAME publishes one installed upstream server's tools under the server's own
+(raw) names, a transparent view of that server for clients and test suites that expect
+them: the turn is narrowed to NAME.* and selects the server (so a server whose
+allow_implicit_invocation is false is served too); each call is still authorized
+against the grants and audited under its canonical id (NAME.<tool>). A server that is
+not installed, is disabled or whose tools no grant allows is an error.
+
 ` + capabilityHelp + `
 Stdout carries only the URL and token (or, with --stdio, the protocol); diagnostics go
 to stderr.`,
@@ -68,6 +76,9 @@ to stderr.`,
 			if err := checkCapabilities(f.capabilities); err != nil {
 				return err
 			}
+			if f.server != "" && !policy.ValidNamespace(f.server) {
+				return fmt.Errorf("--server %q is not a server name", f.server)
+			}
 			return runBridge(cmd, env, f)
 		},
 	}
@@ -78,6 +89,7 @@ to stderr.`,
 	fl.BoolVar(&f.noAuth, "no-auth", false, "serve without a bearer token (loopback addresses only)")
 	fl.DurationVar(&f.ttl, "ttl", 24*time.Hour, "lifetime of the printed execution token")
 	fl.StringSliceVar(&f.allowHosts, "allow-host", nil, "extra Host/Origin value accepted besides loopback names (for a non-loopback --listen)")
+	fl.StringVar(&f.server, "server", "", "publish this installed upstream server's tools only, under their raw names")
 	addCapabilityFlag(fl, &f.capabilities)
 	return cmd
 }
@@ -91,20 +103,24 @@ a call must also match a capability's action, else it is refused outside_capabil
 Patterns name canonical ids (local.read_file), never a surface's published names. A
 capability never widens: what the grants refuse stays refused and hidden. A malformed
 capability is an error before anything starts.
+--capability mcpServer=NAME and --capability mcpTool=SERVER/RAW_TOOL select an installed
+server's tools (all of them, or the one whose own name is RAW_TOOL) for this turn, those
+of a server whose allow_implicit_invocation is false included; patterns narrow,
+selections add. A selection grants nothing: the grants still decide. Each selection is
+reported on stderr as accepted or rejected (unknown server or tool, disabled, not
+granted) and audited.
 `
 
 // addCapabilityFlag registers the repeatable --capability flag.
 func addCapabilityFlag(fl *pflag.FlagSet, caps *[]string) {
-	fl.StringArrayVar(caps, "capability", nil, "narrow the turn to tools matching `PATTERN[:ACTION]` (\"*\", \"ns.*\" or \"ns.name\"; ACTION read, write or execute); repeatable; never widens the grants")
+	fl.StringArrayVar(caps, "capability", nil, "narrow the turn to tools matching `PATTERN[:ACTION]` (\"*\", \"ns.*\" or \"ns.name\"; ACTION read, write or execute), or select a server's tools with mcpServer=NAME or mcpTool=SERVER/RAW_TOOL; repeatable; never widens the grants")
 }
 
 // checkCapabilities refuses malformed --capability values before any store or
 // harness is touched, with the same rules the kernel applies when the turn opens.
 func checkCapabilities(caps []string) error {
-	if _, err := policy.CompileCapabilities(caps); err != nil {
-		return fmt.Errorf("--capability: %w", err)
-	}
-	return nil
+	_, err := splitCapabilities(caps)
+	return err
 }
 
 func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
@@ -153,9 +169,28 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 	if f.stdio {
 		transport = "stdio"
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: f.capabilities})
+	tc, err := splitCapabilities(f.capabilities)
 	if err != nil {
 		return err
+	}
+	req := app.TurnRequest{Principal: f.principal, Transport: transport, Capabilities: tc.patterns, Selections: tc.selections}
+	if f.server != "" {
+		req.Capabilities = append(req.Capabilities, f.server+".*")
+		req.Selections = append(req.Selections, kernel.Selection{ID: "--server", Kind: kernel.SelectServer, Server: f.server, ScopeKind: "workspace"})
+		req.Namer = a.RawNamer(f.server)
+	}
+	turn, err := a.OpenTurn(ctx, req)
+	if err != nil {
+		return err
+	}
+	reportSelections(env.Err, turn)
+	if f.server != "" {
+		for _, d := range app.Selections(turn) {
+			if d.Selection.ID == "--server" && !d.Accepted {
+				_ = turn.Close()
+				return fmt.Errorf("--server %s: %s", f.server, d.Message)
+			}
+		}
 	}
 	info := app.ServerInfo()
 

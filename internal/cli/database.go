@@ -8,6 +8,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/localtools"
 )
 
 // DatabaseURL resolves --database-url, then $TOOLGATE_DATABASE_URL. Empty selects the
@@ -39,7 +40,11 @@ func (e *Env) openApp(ctx context.Context, dataDir string, tools []*kernel.Tool,
 	if err != nil {
 		return nil, err
 	}
-	return app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log, Durability: d})
+	a, err := app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log, Durability: d})
+	if err == nil {
+		e.opened.Store(a)
+	}
+	return a, err
 }
 
 // durability resolves --audit-durability, then $TOOLGATE_AUDIT_DURABILITY; neither
@@ -54,4 +59,13 @@ func (e *Env) durability() (app.Durability, error) {
 		return "", fmt.Errorf("%s: %w", from, err)
 	}
 	return d, nil
+}
+
+// controlPlane is localtools.Config.ControlPlane: the App this command opened, once it
+// has.
+func (e *Env) controlPlane() localtools.ControlPlane {
+	if a := e.opened.Load(); a != nil {
+		return app.ControlPlane{A: a}
+	}
+	return nil
 }

@@ -111,7 +111,8 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		names = strings.Split(f.tools, ",")
 	}
 
-	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: version.String(), DataDir: dataDir}
+	cfg := localtools.Config{AllowInternet: f.allowInternet, Profile: f.profile, Tools: names, Warn: env.Err, Version: version.String(), DataDir: dataDir,
+		ControlPlane: env.controlPlane}
 	local := f.localTools && !f.noLocalTools
 	if !local {
 		cfg.DisabledReason = "disabled by --no-local-tools"
@@ -158,10 +159,16 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 	if err != nil {
 		return err
 	}
-	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: namer, Alias: alias, Capabilities: f.capabilities})
+	tc, err := splitCapabilities(f.capabilities)
 	if err != nil {
 		return err
 	}
+	turn, err := a.OpenTurn(ctx, app.TurnRequest{Principal: f.group, Transport: "stdio", Namer: namer, Alias: alias,
+		Capabilities: tc.patterns, Selections: tc.selections})
+	if err != nil {
+		return err
+	}
+	reportSelections(env.Err, turn)
 	defer turn.Close()
 	// The stdio server runs on a context of its own, so that ending it never cancels
 	// a call before the kernel has: shutdown goes through a.Shutdown, which records

@@ -12,10 +12,12 @@ import (
 	"os/signal"
 	"path/filepath"
 	"sort"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/sandbox"
 	"github.com/toolgate/toolgate/internal/version"
 )
@@ -39,6 +41,9 @@ type Env struct {
 	databaseURL string
 	// auditDurability is the --audit-durability flag value; use durability to resolve it.
 	auditDurability string
+	// opened is the App openApp opened, for the control-plane tools built before it
+	// (controlPlane).
+	opened atomic.Pointer[app.App]
 }
 
 // Hurry is a context that ends on the second SIGINT, SIGTERM or SIGHUP: the first one asks a

@@ -185,11 +185,16 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 		}
 	} else {
 		namer := h.Namer(f.name)
-		turn, err = a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: "http", Namer: namer.Name, Alias: namer.Alias,
-			Capabilities: f.capabilities})
+		tc, err := splitCapabilities(f.capabilities)
 		if err != nil {
 			return err
 		}
+		turn, err = a.OpenTurn(ctx, app.TurnRequest{Principal: f.principal, Transport: "http", Namer: namer.Name, Alias: namer.Alias,
+			Capabilities: tc.patterns, Selections: tc.selections})
+		if err != nil {
+			return err
+		}
+		reportSelections(env.Err, turn)
 		for _, r := range namer.Renames() {
 			fmt.Fprintf(env.Err, "toolgate: short form: %s is published as %s (shown as %s): the canonical id %s\n", r.Canonical, r.Published, r.Alias, r.Reason)
 		}
@@ -267,7 +272,11 @@ func runHarness(ctx context.Context, env *Env, f runFlags, argv []string) error 
 // narrowIDs keeps the canonical ids the capabilities cover, so the stdio form's name
 // check speaks only of tools its "toolgate mcp" will publish. caps were checked already.
 func narrowIDs(ids, caps []string) []string {
-	c, err := policy.CompileCapabilities(caps)
+	tc, err := splitCapabilities(caps)
+	if err != nil || len(tc.selections) > 0 {
+		return ids // selections add tools: keep every id for the check
+	}
+	c, err := policy.CompileCapabilities(tc.patterns)
 	if err != nil || c == nil {
 		return ids
 	}

@@ -20,7 +20,7 @@ var testTools []*kernel.Tool
 // releases the workspace. dataDir is refused inside the workspace.
 func ownTools(env *Env, dir, dataDir, command string) ([]*kernel.Tool, func(), error) {
 	cfg := localtools.Config{Warn: env.Err, Version: version.String(), DataDir: dataDir,
-		DisabledReason: command + " was started without --workspace"}
+		DisabledReason: command + " was started without --workspace", ControlPlane: env.controlPlane}
 	closeWS := func() {}
 	if dir != "" {
 		ws, err := workspace.Open(dir)

@@ -87,9 +87,11 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"internal/mcpserver", "internal/httpapi", "internal/httpwire"} {
 		rule(p, "a surface reaches the kernel only through the Turn interface it declares", is("internal/kernel", "internal/app", "internal/store", "internal/policy", "internal/audit"), true)
 	}
-	for _, p := range []string{"internal/upstream", "internal/host"} {
+	for _, p := range []string{"internal/upstream", "internal/host", "internal/upstreamtools"} {
 		rule(p, "the client side does not import the server side", is("internal/mcpserver", "internal/httpapi", "internal/cli", "internal/app"), true)
 	}
+	rule("internal/upstreamtools", "upstream tools are kernel tools: no store, no HTTP server, no local tools",
+		is("internal/store", "internal/httpwire", "internal/localtools", "internal/mgmt"), true)
 	rule("internal/cli", "a command parses its flags and calls the app: no store, token or HTTP server of its own",
 		is("internal/store", "internal/exectoken", "internal/datadir", "internal/httpapi", "internal/httpwire", "net/http"), false)
 	// The daemon is the app's: only the CLI imports it.

@@ -3,7 +3,9 @@ package kernel
 import (
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/workspace"
 )
 
@@ -37,6 +39,14 @@ const (
 	CodeInternal             Code = "internal_error"         // failed: unexpected kernel failure
 	CodeCancelledByShutdown  Code = "cancelled_by_shutdown"  // failed: toolgate was shutting down: the call was cancelled, or refused before it started
 	CodeCancelled            Code = "cancelled"              // failed: the caller or its session ended the call before the tool finished
+	CodeNotSelected          Code = "not_selected"           // denied: used only in audit; an explicit-only server's tool this turn did not select
+	CodeSelectionRejected    Code = "selection_rejected"     // denied: used only in audit; a turn's mcpServer/mcpTool selection was rejected
+
+	// Upstream servers' tools (internal/upstreamtools, internal/host).
+	CodeUpstreamUnavailable  Code = "upstream_unavailable"   // failed: the server is not serving now (disabled, not installed, circuit open, failed or timed-out start); retryable, with the probe time when known
+	CodeUpstreamCrashed      Code = "upstream_crashed"       // failed: the server's connection ended during the call
+	CodeUpstreamAuthRequired Code = "upstream_auth_required" // failed: the server refused toolgate's credentials; a person must sign in or change them
+	CodeUpstreamError        Code = "upstream_error"         // failed: the server answered the call with a JSON-RPC error (its code and message are in the result)
 
 	// Confined commands (bash, declarative tools).
 	CodeProtectedPathChanged Code = "protected_path_changed" // denied: the command created or replaced protected paths; they were removed
@@ -56,6 +66,12 @@ type Error struct {
 	Code      Code
 	Message   string
 	Retryable *bool
+	// RetryAt, when set, is when trying again may succeed (an upstream's circuit
+	// probe); rendered as "retryAt" (RFC 3339).
+	RetryAt time.Time
+	// Details, when set, is rendered as "details" (an upstream's JSON-RPC error code,
+	// message and data).
+	Details map[string]any
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("%s: %s: %s", e.Status, e.Code, e.Message) }
@@ -80,7 +96,13 @@ func (e *Error) WithRetryable(r bool) *Error { e.Retryable = &r; return e }
 //
 //   - *workspace.OutsideError (a path outside the workspace, or leading out of it)
 //     is denied, path_outside_workspace;
-//   - workspace.ErrTooManyLinks (a link cycle) is failed, tool_failed.
+//   - workspace.ErrTooManyLinks (a link cycle) is failed, tool_failed;
+//   - *host.ServerError (the host decided about an upstream call) is failed:
+//     upstream_crashed (ErrCrashed), upstream_auth_required (ErrAuthRequired, not
+//     retryable) or upstream_unavailable (every other kind: not installed, disabled,
+//     circuit open, a start that failed or timed out, stopped, shutting down;
+//     retryable, with the probe time when the host has one). An authorization failure
+//     the session reported (wrapping host.ErrAuthRequired) is upstream_auth_required.
 //
 // ok is false for any other error; the kernel then reports it with the code of the
 // step it came from (invalid_arguments from Access, tool_failed or timeout from Run).
@@ -94,6 +116,17 @@ func AsError(err error) (ke *Error, ok bool) {
 	}
 	if errors.Is(err, workspace.ErrTooManyLinks) {
 		return Failed(CodeToolFailed, "%s", clip(err.Error(), 2000)), true
+	}
+	var se *host.ServerError
+	switch {
+	case errors.Is(err, host.ErrAuthRequired):
+		return Failed(CodeUpstreamAuthRequired, "%s", clip(err.Error(), 2000)).WithRetryable(false), true
+	case errors.As(err, &se) && errors.Is(se.Kind, host.ErrCrashed):
+		return Failed(CodeUpstreamCrashed, "%s", clip(err.Error(), 2000)).WithRetryable(true), true
+	case errors.As(err, &se):
+		ke := Failed(CodeUpstreamUnavailable, "%s", clip(err.Error(), 2000)).WithRetryable(true)
+		ke.RetryAt = se.RetryAt
+		return ke, true
 	}
 	return nil, false
 }

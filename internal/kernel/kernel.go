@@ -64,7 +64,10 @@ type Kernel struct {
 	mu    sync.RWMutex
 	tools map[string]*entry
 	ids   []string // sorted registered ids
-	gen   uint64   // bumped by every Register
+	gen   uint64   // bumped by every Register, ReplaceNamespace and RemoveNamespace
+	// nspol holds the policies of namespaces replaced as a whole (namespace.go);
+	// replaced, never modified.
+	nspol map[string]NamespacePolicy
 
 	cacheMu sync.Mutex
 	cache   map[catalogKey]*catalog
@@ -128,6 +131,9 @@ func (k *Kernel) Register(tools ...*Tool) error {
 		if _, dup := k.tools[e.tool.ID]; dup {
 			return fmt.Errorf("%w %q: already registered", ErrInvalidTool, e.tool.ID)
 		}
+		if _, whole := k.nspol[e.ns]; whole {
+			return fmt.Errorf("%w %q: namespace %q is an upstream server's, replaced whole (ReplaceNamespace)", ErrInvalidTool, e.tool.ID, e.ns)
+		}
 	}
 	for _, e := range entries {
 		k.tools[e.tool.ID] = e
@@ -187,6 +193,11 @@ type TurnOptions struct {
 	// replica opened, served here, keeps its turn's id (docs/deployment.md). At most
 	// 64 bytes.
 	ID string
+	// Selections bring tools of namespaces replaced with ReplaceNamespace into this
+	// turn, ExplicitOnly ones included, beside what Capabilities cover (patterns
+	// narrow; selections add). Each is decided when the turn opens, reported by
+	// Turn.Selections and audited; a rejected one changes nothing.
+	Selections []Selection
 }
 
 // OpenTurn resolves the principal's effective catalogue once — registered, namespace
@@ -204,21 +215,23 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 	}
 	pol := k.policy.Load()
 	nsp := k.namespaces.Load()
+	k.mu.RLock()
+	gen := k.gen
+	nspol := k.nspol
+	selected, sdiags := k.resolveSelections(o, pol, *nsp)
+	k.mu.RUnlock()
+	skey := selectionKey(selected)
 	var c *catalog
 	if o.Namer == nil {
-		k.mu.RLock()
-		gen := k.gen
-		k.mu.RUnlock()
-		c = k.cacheGet(catalogKey{pol, nsp, gen, o.Principal, caps.Key()})
+		c = k.cacheGet(catalogKey{pol, nsp, gen, o.Principal, caps.Key(), skey})
 	}
 	if c == nil {
-		var gen uint64
 		var err error
-		if c, gen, err = k.resolve(o, pol, *nsp, caps); err != nil {
+		if c, gen, nspol, err = k.resolve(o, pol, *nsp, caps, selected); err != nil {
 			return nil, err
 		}
 		if o.Namer == nil {
-			k.cachePut(catalogKey{pol, nsp, gen, o.Principal, caps.Key()}, c)
+			k.cachePut(catalogKey{pol, nsp, gen, o.Principal, caps.Key(), skey}, c)
 		}
 	}
 	id := o.ID
@@ -226,16 +239,22 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		id = newID("exec-")
 	}
 	t := &Turn{
-		k:         k,
-		id:        id,
-		principal: o.Principal,
-		transport: o.Transport,
-		alias:     o.Alias,
-		namer:     o.Namer,
-		policy:    pol,
-		caps:      caps,
-		byName:    c.byName,
-		ns:        *nsp,
+		k:          k,
+		id:         id,
+		principal:  o.Principal,
+		transport:  o.Transport,
+		alias:      o.Alias,
+		namer:      o.Namer,
+		policy:     pol,
+		caps:       caps,
+		byName:     c.byName,
+		ns:         *nsp,
+		nspol:      nspol,
+		selected:   selected,
+		selections: sdiags,
+	}
+	if err := k.auditSelections(ctx, t, sdiags); err != nil {
+		return nil, fmt.Errorf("kernel: opening a turn for %q: recording its selections: %w", o.Principal, err)
 	}
 	t.list = &mcpspec.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
 	return t, nil
@@ -259,6 +278,7 @@ type catalogKey struct {
 	gen       uint64
 	principal string
 	caps      string
+	selected  string // selectionKey
 }
 
 // maxCachedCatalogs bounds the cache; past it the cache starts over.
@@ -279,25 +299,32 @@ func (k *Kernel) cachePut(key catalogKey, c *catalog) {
 	k.cache[key] = c
 }
 
-// resolve applies the three gates, then the turn's capabilities (which can only remove
-// tools), and builds the published catalogue. It returns the registry generation it read.
-func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, caps *policy.Capabilities) (*catalog, uint64, error) {
+// resolve applies the gates (registered, namespace enabled, usable under some grant),
+// then the turn's capabilities (which can only remove tools) and selections (which
+// only bring in selected tools the grants allow, ExplicitOnly ones included), and
+// builds the published catalogue. It returns the registry generation and namespace
+// policies it read.
+func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, caps *policy.Capabilities, selected map[string]bool) (*catalog, uint64, map[string]NamespacePolicy, error) {
 	k.mu.RLock()
-	gen := k.gen
+	gen, nspol := k.gen, k.nspol
 	var published []*entry
 	for _, id := range k.ids {
 		e := k.tools[id]
-		if on, ok := ns[e.ns]; ok && !on {
+		np := nspol[e.ns]
+		if on, ok := ns[e.ns]; np.Disabled || ok && !on {
 			continue
 		}
-		if !pol.MayUse(o.Principal, id) || !caps.Covers(id) {
+		if !pol.MayUse(o.Principal, id) {
+			continue
+		}
+		if !selected[id] && (np.ExplicitOnly || !caps.Covers(id)) {
 			continue
 		}
 		published = append(published, e)
 	}
 	k.mu.RUnlock()
 	if len(published) > MaxCatalog {
-		return nil, 0, fmt.Errorf("kernel: opening a turn for %q: %w: %d tools would be published, the limit is %d (disable namespaces or narrow grants)",
+		return nil, 0, nil, fmt.Errorf("kernel: opening a turn for %q: %w: %d tools would be published, the limit is %d (disable namespaces or narrow grants)",
 			o.Principal, ErrCatalogTooLarge, len(published), MaxCatalog)
 	}
 	c := &catalog{byName: make(map[string]*entry, len(published))}
@@ -309,10 +336,10 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 			name = o.Namer(e.tool.ID)
 		}
 		if name == "" {
-			return nil, 0, fmt.Errorf("kernel: opening a turn: the namer gave %q an empty name", e.tool.ID)
+			return nil, 0, nil, fmt.Errorf("kernel: opening a turn: the namer gave %q an empty name", e.tool.ID)
 		}
 		if prev, dup := c.byName[name]; dup {
-			return nil, 0, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
+			return nil, 0, nil, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
 		}
 		c.byName[name] = e
 		qn, _ := json.Marshal(name)
@@ -333,7 +360,7 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 		canon = append(canon, ce)
 	}
 	c.hash = catalogHash(canon)
-	return c, gen, nil
+	return c, gen, nspol, nil
 }
 
 // catalogHash is SHA-256 over the canonical encodings of the published tools, sorted,

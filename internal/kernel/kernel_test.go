@@ -119,10 +119,12 @@ func call(t testing.TB, tr *kernel.Turn, name string, args string) *mcpspec.Call
 }
 
 type body struct {
-	Status    string `json:"status"`
-	Code      string `json:"code"`
-	Message   string `json:"message"`
-	Retryable *bool  `json:"retryable"`
+	Status    string         `json:"status"`
+	Code      string         `json:"code"`
+	Message   string         `json:"message"`
+	Retryable *bool          `json:"retryable"`
+	RetryAt   string         `json:"retryAt"`
+	Details   map[string]any `json:"details"`
 }
 
 // refusal checks the exact shape of a refusal result (docs/reason-codes.md) and returns

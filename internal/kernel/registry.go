@@ -47,40 +47,37 @@ func (denyLoader) Load(url string) (any, error) {
 }
 
 func compileEntry(t *Tool) (*entry, error) {
-	bad := func(format string, args ...any) error {
-		return fmt.Errorf("%w %q: %s", ErrInvalidTool, t.ID, fmt.Sprintf(format, args...))
-	}
+	e, _, err := compileTool(t)
+	return e, err
+}
+
+// compileTool validates t and builds its entry: from its fields, or from its Raw
+// object (raw.go), which may come with a diagnostic.
+func compileTool(t *Tool) (*entry, *Diagnostic, error) {
 	if !policy.ValidToolID(t.ID) {
-		return nil, bad("id is not a canonical namespace.name")
+		return nil, nil, fmt.Errorf("%w %q: id is not a canonical namespace.name", ErrInvalidTool, t.ID)
 	}
 	if t.Run == nil {
-		return nil, bad("no Run function")
+		return nil, nil, fmt.Errorf("%w %q: no Run function", ErrInvalidTool, t.ID)
+	}
+	if len(t.Raw) > 0 {
+		return compileRawEntry(t)
+	}
+	e, err := compileFields(t)
+	return e, nil, err
+}
+
+func compileFields(t *Tool) (*entry, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w %q: %s", ErrInvalidTool, t.ID, fmt.Sprintf(format, args...))
 	}
 	in := t.InputSchema
 	if len(bytes.TrimSpace(in)) == 0 {
 		in = json.RawMessage(`{"type":"object"}`)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(in))
+	sch, err := compileSchema(in)
 	if err != nil {
-		return nil, bad("inputSchema is not JSON: %v", err)
-	}
-	obj, ok := doc.(map[string]any)
-	if !ok {
-		return nil, bad("inputSchema is not a JSON object")
-	}
-	if typ, ok := obj["type"]; !ok || typ != "object" {
-		return nil, bad(`inputSchema's root must declare "type": "object"`)
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(denyLoader{})
-	c.DefaultDraft(jsonschema.Draft2020)
-	const loc = "toolgate:///input-schema.json"
-	if err := c.AddResource(loc, doc); err != nil {
-		return nil, bad("inputSchema: %v", err)
-	}
-	sch, err := c.Compile(loc)
-	if err != nil {
-		return nil, bad("compiling inputSchema: %v", err)
+		return nil, bad("%v", err)
 	}
 	var out json.RawMessage
 	if len(bytes.TrimSpace(t.OutputSchema)) > 0 {

@@ -3,6 +3,7 @@ package kernel
 import (
 	"bytes"
 	"encoding/json"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
@@ -14,12 +15,23 @@ type errorBody struct {
 	Code      Code   `json:"code"`
 	Message   string `json:"message"`
 	Retryable *bool  `json:"retryable,omitempty"`
+	RetryAt   string `json:"retryAt,omitempty"`
+	// Details is last: it may quote another server's data.
+	Details map[string]any `json:"details,omitempty"`
 }
 
 // errorResult renders a refusal or failure as a tool result (never a JSON-RPC error),
 // so a client can tell a permission decision from an outage by _meta.
 func errorResult(ke *Error) *mcpspec.CallResult {
-	body, _ := json.Marshal(errorBody{Status: ke.Status, Code: ke.Code, Message: ke.Message, Retryable: ke.Retryable})
+	eb := errorBody{Status: ke.Status, Code: ke.Code, Message: ke.Message, Retryable: ke.Retryable, Details: ke.Details}
+	if !ke.RetryAt.IsZero() {
+		eb.RetryAt = ke.RetryAt.UTC().Format(time.RFC3339)
+	}
+	body, err := json.Marshal(eb)
+	if err != nil { // Details that do not encode: drop them rather than the refusal
+		eb.Details = nil
+		body, _ = json.Marshal(eb)
+	}
 	return &mcpspec.CallResult{
 		Content: []json.RawMessage{textBlock(string(body))},
 		IsError: true,

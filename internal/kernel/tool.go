@@ -70,6 +70,19 @@ type Tool struct {
 	// Run executes the call. Return an *Error for refusals and failures with a reason
 	// code; any other error is reported as failed/tool_failed.
 	Run func(ctx context.Context, call *Call) (*Output, error)
+
+	// Raw, when set, is the tool object as another server published it (an upstream's
+	// tools/list item, a JSON object). It is published as it is, with "name" replaced
+	// by the published name and toolgate's _meta keys spliced into its _meta: every
+	// other member keeps its bytes (docs/kernel.md, "Upstream tools"). Description,
+	// InputSchema, OutputSchema and Annotations are then ignored: the input schema is
+	// the Raw object's inputSchema. A schema the validator cannot compile does not
+	// refuse the tool: its calls are checked only for being an object, and the
+	// registration reports it (Diagnostic).
+	Raw json.RawMessage
+	// RawName is the tool's name at its source (the upstream's raw tool name); an
+	// mcpTool selection (Selection) names a tool by it.
+	RawName string
 }
 
 // Namespace returns the part of the ID before the first dot.
@@ -106,6 +119,11 @@ type Call struct {
 	// from the client: treat it as attacker-controlled.
 	InputResponses json.RawMessage
 	RequestState   json.RawMessage
+	// TurnID is the id of the turn the call is made on (an upstream call's session key).
+	TurnID string
+	// Meta is the request's params._meta as the client sent it (its progressToken), or
+	// nil.
+	Meta json.RawMessage
 }
 
 // Output is what a tool returns. Content blocks are MCP content objects; Text is a

@@ -45,6 +45,11 @@ type Turn struct {
 	byName    map[string]*entry
 	ns        map[string]bool
 	list      *mcpspec.ToolList
+	// nspol, selected and selections are the namespace policies the catalogue was
+	// resolved under, the tools this turn's selections brought in, and their fates.
+	nspol      map[string]NamespacePolicy
+	selected   map[string]bool
+	selections []SelectionDiagnostic
 
 	closed    atomic.Bool
 	escalated atomic.Bool
@@ -67,6 +72,11 @@ func (t *Turn) Outcome() Outcome {
 	default:
 		return OutcomeCompleted
 	}
+}
+
+// Selections reports what became of each of the turn's selections (TurnOptions).
+func (t *Turn) Selections() []SelectionDiagnostic {
+	return append([]SelectionDiagnostic(nil), t.selections...)
 }
 
 // Close ends the turn; later calls are denied turn_closed.
@@ -166,7 +176,7 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 	// The turn's capabilities narrow before the grants decide; they can only refuse.
 	// The message does not list them: a capability may name tools this caller is not
 	// shown, and nothing is learnt about unpublished tools.
-	if !t.caps.Allows(e.tool.ID, string(acc.Action)) {
+	if !t.selected[e.tool.ID] && !t.caps.Allows(e.tool.ID, string(acc.Action)) {
 		return c.refuse(ctx, Denied(CodeOutsideCapability, "this turn's capabilities do not allow %s %s", e.tool.ID, acc.Action).WithRetryable(false))
 	}
 
@@ -212,7 +222,8 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 		runErr = cause // the shutdown came between the decision and the run: do not start
 	} else {
 		out, runErr = t.run(ctx, &Call{ID: c.ev.CallID, Principal: t.principal, Tool: e.tool, Args: args, Arguments: canon, Access: acc, Peer: peerOf(req),
-			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState})
+			ProtocolVersion: req.ProtocolVersion, InputResponses: req.InputResponses, RequestState: req.RequestState,
+			TurnID: t.id, Meta: req.Meta})
 	}
 	if !c.phase.CompareAndSwap(phaseRunning, phaseRecorded) {
 		// Shutdown recorded this call's outcome already: the tool outlived the grace
@@ -372,8 +383,11 @@ func (c *callState) unavailable(ctx context.Context, name string) (*mcpspec.Call
 	code := CodeToolUnavailable
 	if e := c.t.registeredAs(name); e != nil {
 		c.ev.Tool = e.tool.ID
-		if on, ok := c.t.ns[e.ns]; ok && !on {
+		np := c.t.nspol[e.ns]
+		if on, ok := c.t.ns[e.ns]; np.Disabled || ok && !on {
 			code = CodeNamespaceDisabled
+		} else if np.ExplicitOnly && c.t.policy.MayUse(c.t.principal, e.tool.ID) {
+			code = CodeNotSelected
 		} else if !c.t.caps.Covers(e.tool.ID) && c.t.policy.MayUse(c.t.principal, e.tool.ID) {
 			code = CodeOutsideCapability
 		}

@@ -64,6 +64,11 @@ type Config struct {
 	NoConfined bool
 	// DisabledReason, when the workspace is nil, says why (reported by server.status).
 	DisabledReason string
+	// ControlPlane, when set, returns what the control-plane tools report from (the
+	// running App); it is called per call, so it may start answering once the App
+	// exists. Nil, or a nil result, reports no servers and no clients and refuses
+	// backups.
+	ControlPlane func() ControlPlane
 	// DataDir is toolgate's data directory (store, grants, audit log, keys). Build
 	// refuses a workspace that contains it: the tools would let the agent read the keys
 	// and rewrite its own grants and the audit log.
@@ -228,17 +233,25 @@ func ParsePrefix(p string) (string, error) {
 	if strings.HasPrefix(p, ServerPrefix) {
 		return "", fmt.Errorf("invalid --tool-prefix %q: %s is reserved for the control plane", p, ServerPrefix)
 	}
+	// toolgate_<server>_ begins an upstream server's tools (Namer): a local tool under
+	// such a prefix could take one of their names.
+	if p != DefaultPrefix && len(p) > len("toolgate_") && strings.HasPrefix(p, "toolgate_") {
+		return "", fmt.Errorf("invalid --tool-prefix %q: toolgate_<name>_ is how upstream servers' tools are published", p)
+	}
 	return p, nil
 }
 
 // controlPlaneNames are the published names a local tool's name must never equal.
-var controlPlaneNames = []string{ServerPrefix + "status", ServerPrefix + "version", ServerPrefix + "list_servers", "toolgate_escalate"}
+var controlPlaneNames = []string{ServerPrefix + "status", ServerPrefix + "version", ServerPrefix + "list_servers",
+	ServerPrefix + "list_clients", ServerPrefix + "read_state", ServerPrefix + "manage_backup", "toolgate_escalate"}
 
 var prefixRE = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,64}$`)
 
 // Namer returns the published-name mapping of `toolgate mcp`: local.<n> becomes
 // prefix+<n>, server.<n> becomes toolgate_server_<n>, toolgate.<n> becomes
-// toolgate_<n>; any other id (an upstream server's tool) is published canonically.
+// toolgate_<n>; any other id, an upstream server's tool <server>.<tool>, becomes
+// toolgate_<server>_<tool> (the prefixed style of internal/names), or, unprefixed
+// (prefix ""), keeps its canonical id, so two servers' tools of one name never meet.
 // It is one-to-one over any catalogue Build produces (declarative names are checked
 // against the built-in names, and, when unprefixed, may not start with "toolgate_");
 // the kernel checks it again over the whole catalogue.
@@ -251,6 +264,9 @@ func Namer(prefix string) func(string) string {
 			return ServerPrefix + id[len(ServerNamespace)+1:]
 		case strings.HasPrefix(id, "toolgate."):
 			return "toolgate_" + id[len("toolgate."):]
+		}
+		if ns, name, ok := strings.Cut(id, "."); ok && prefix != "" {
+			return "toolgate_" + ns + "_" + name
 		}
 		return id
 	}

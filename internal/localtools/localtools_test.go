@@ -566,11 +566,11 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 		return s
 	}
 	got := strings.Join(ids(Config{Profile: "minimal"}), ",")
-	if got != "local.read_file,local.list_files,server.status,server.version,server.list_servers" {
+	if got != "local.read_file,local.list_files,server.status,server.version,server.list_servers,server.read_state,server.list_clients,server.manage_backup" {
 		t.Errorf("minimal = %s", got)
 	}
 	got = strings.Join(ids(Config{Tools: []string{"write_file", " read_file"}, Profile: "chat"}), ",")
-	if got != "local.read_file,server.status,server.version,server.list_servers" {
+	if got != "local.read_file,server.status,server.version,server.list_servers,server.read_state,server.list_clients,server.manage_backup" {
 		t.Errorf("chat ∧ tools = %s", got)
 	}
 	if _, err := Build(Config{Workspace: f.ws, Profile: "bogus"}); err == nil {
@@ -580,12 +580,12 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 		t.Errorf("unknown tool: %v", err)
 	}
 	tools, _ := Build(Config{})
-	if len(tools) != 3 {
+	if len(tools) != 6 {
 		t.Errorf("no workspace: %d tools", len(tools))
 	}
 	n := Namer(DefaultPrefix)
 	for id, want := range map[string]string{"local.read_file": "toolgate_local_read_file", "server.status": "toolgate_server_status",
-		"toolgate.escalate": "toolgate_escalate", "github.create_issue": "github.create_issue"} {
+		"toolgate.escalate": "toolgate_escalate", "github.create_issue": "toolgate_github_create_issue"} {
 		if got := n(id); got != want {
 			t.Errorf("Namer(%s) = %s", id, got)
 		}
@@ -593,14 +593,19 @@ func TestBuildFiltersAndNamer(t *testing.T) {
 	if got := Namer("")("local.bash"); got != "bash" {
 		t.Errorf("unprefixed = %s", got)
 	}
-	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_", DefaultPrefix: DefaultPrefix, "toolgate_escalate_": "toolgate_escalate_"} {
+	if got := Namer("")("github.create_issue"); got != "github.create_issue" {
+		t.Errorf("unprefixed upstream tool = %s", got)
+	}
+	for in, want := range map[string]string{"none": "", "NONE": "", "my_": "my_", DefaultPrefix: DefaultPrefix} {
 		if got, err := ParsePrefix(in); err != nil || got != want {
 			t.Errorf("ParsePrefix(%q) = %q %v", in, got, err)
 		}
 	}
 	for _, bad := range []string{"", "a b", "x/", strings.Repeat("a", 65),
 		// Prefixes under which a declarative tool could take a control-plane name.
-		"toolgate_", "t", "toolgate_server_", "toolgate_server_list_", "toolgate_e", "toolgate_server_x_"} {
+		"toolgate_", "t", "toolgate_server_", "toolgate_server_list_", "toolgate_e", "toolgate_server_x_",
+		// Prefixes upstream servers' tools are published under.
+		"toolgate_escalate_", "toolgate_github_"} {
 		if _, err := ParsePrefix(bad); err == nil {
 			t.Errorf("ParsePrefix(%q) accepted", bad)
 		}
@@ -614,8 +619,23 @@ func TestServerTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Without a control plane: no servers, no clients, no backups.
 	for _, tl := range tools {
-		_, out, err := call(t, tl, map[string]any{})
+		args := map[string]any{}
+		switch tl.ID {
+		case "server.read_state":
+			args["server"] = "fx"
+		case "server.manage_backup":
+			args["action"] = "list"
+		}
+		_, out, err := call(t, tl, args)
+		switch tl.ID {
+		case "server.read_state", "server.manage_backup":
+			if err == nil {
+				t.Errorf("%s answered without a control plane: %s", tl.ID, out.Text)
+			}
+			continue
+		}
 		if err != nil {
 			t.Fatalf("%s: %v", tl.ID, err)
 		}
@@ -623,11 +643,25 @@ func TestServerTools(t *testing.T) {
 		if err := json.Unmarshal([]byte(out.Text), &m); err != nil {
 			t.Fatalf("%s: %v", tl.ID, err)
 		}
-		if tl.ID == "server.status" && (m["confinement"] != "test" || m["local_tools_disabled"] != "no workspace" || m["version"] != "v1.2.3") {
+		if tl.ID == "server.status" && (m["confinement"] != "test" || m["local_tools_disabled"] != "no workspace" || m["version"] != "v1.2.3" ||
+			fmt.Sprint(m["servers"]) != "[]") {
 			t.Errorf("status = %v", m)
 		}
-		if !tl.Annotations.ReadOnly {
-			t.Errorf("%s not read-only", tl.ID)
+		if tl.ID == "server.list_clients" && fmt.Sprint(m["clients"]) != "[]" {
+			t.Errorf("list_clients = %v", m)
+		}
+	}
+	// Every control-plane tool is read-only but manage_backup, a write.
+	for _, tl := range tools {
+		if ro := tl.Annotations.ReadOnly; ro == (tl.ID == "server.manage_backup") {
+			t.Errorf("%s: read-only %v", tl.ID, ro)
+		}
+	}
+	for _, tl := range tools {
+		if tl.ID == "server.manage_backup" {
+			if acc, err := tl.Access(map[string]any{"action": "list"}); err != nil || acc.Action != kernel.ActionWrite {
+				t.Errorf("manage_backup access %+v %v", acc, err)
+			}
 		}
 	}
 }

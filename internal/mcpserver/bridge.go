@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"context"
 	"crypto/subtle"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log"
@@ -290,6 +291,13 @@ func (b *Bridge) Close() error {
 // closes it) nor a StaleTurn (a bridge's sessions serve the one turn they were
 // opened for; the kernel still decides every call by the current grants).
 type sharedTurn struct{ Turn }
+
+// NoteClient passes the handshake on to the bridge's turn when it wants it.
+func (s sharedTurn) NoteClient(version string, info json.RawMessage) {
+	if n, ok := s.Turn.(ClientNoter); ok {
+		n.NoteClient(version, info)
+	}
+}
 
 // bridgeStore is a Bridge's sessions: a registry whose every session is served
 // by the bridge's one Turn, plus the current session that serves requests

@@ -86,6 +86,13 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	c.initialized = true
 	c.ready = false // until this handshake's notifications/initialized
 	c.mu.Unlock()
+	if n, ok := c.turn.(ClientNoter); ok {
+		info := m.Param("clientInfo")
+		if len(info) == 0 || info[0] != '{' {
+			info = nil
+		}
+		n.NoteClient(version, bytes.Clone(info))
+	}
 	return mcpspec.InitializeResult{
 		ProtocolVersion: version,
 		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),

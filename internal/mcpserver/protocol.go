@@ -478,6 +478,23 @@ type peerFunc struct {
 
 func (p peerFunc) ClientCapabilities() json.RawMessage { return p.c.capabilities() }
 
+// Notify sends a notification on the call's stream (stdio, or the SSE answer of an
+// HTTP request); a JSON answer cannot carry one.
+func (p peerFunc) Notify(_ context.Context, method string, params json.RawMessage) error {
+	if p.send == nil {
+		return mcpspec.ErrPeerUnsupported
+	}
+	b, err := json.Marshal(struct {
+		JSONRPC string          `json:"jsonrpc"`
+		Method  string          `json:"method"`
+		Params  json.RawMessage `json:"params,omitempty"`
+	}{"2.0", method, params})
+	if err != nil {
+		return fmt.Errorf("encoding %s: %w", method, err)
+	}
+	return p.send(b)
+}
+
 func (p peerFunc) Request(ctx context.Context, method string, params any) (json.RawMessage, error) {
 	if p.send == nil {
 		return nil, mcpspec.ErrPeerUnsupported

@@ -2,6 +2,7 @@ package mcpserver
 
 import (
 	"context"
+	"encoding/json"
 
 	"github.com/toolgate/toolgate/internal/mcpspec"
 )
@@ -19,4 +20,12 @@ type Turn interface {
 	// *CallResult with IsError set (they are answers, not protocol errors). A non-nil
 	// error means an internal failure and becomes JSON-RPC -32603 with no details.
 	CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec.CallResult, error)
+}
+
+// ClientNoter is a Turn that wants to know whom it serves (the control plane's
+// server.list_clients): after each successful initialize on it, NoteClient gets the
+// negotiated protocol version and the client's clientInfo object as sent (nil when
+// absent). It must return at once.
+type ClientNoter interface {
+	NoteClient(protocolVersion string, clientInfo json.RawMessage)
 }

@@ -77,6 +77,14 @@ type Peer interface {
 	Request(ctx context.Context, method string, params any) (json.RawMessage, error)
 }
 
+// Notifier is a Peer that can also send the client notifications mid-call: an
+// upstream's notifications/progress for a request whose _meta carried a
+// progressToken. A Peer that cannot (the HTTP API, a JSON answer) does not implement
+// it, or fails with ErrPeerUnsupported.
+type Notifier interface {
+	Notify(ctx context.Context, method string, params json.RawMessage) error
+}
+
 // ErrPeerUnsupported is returned by Peer.Request when the client cannot be asked. Its
 // text reaches clients inside a tool's failure (the golden files of
 // internal/mcpserver/testdata/wire pin it), so it keeps the words it always had.

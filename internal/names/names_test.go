@@ -16,6 +16,7 @@ import (
 // and the local tools toolgate publishes itself.
 var builtins = []string{
 	"toolgate.escalate", "server.status", "server.version", "server.list_servers",
+	"server.read_state", "server.list_clients", "server.manage_backup",
 	"local.read_file", "local.write_file", "local.patch_file", "local.list_files", "local.bash",
 	"local.git_status", "local.ask_user",
 }
@@ -40,13 +41,13 @@ func TestDefaultSurfacesMatchLocaltools(t *testing.T) {
 			t.Errorf("%s: unprefixed %q, localtools %q", id, got, want)
 		}
 	}
-	// Upstream tools: localtools publishes them canonically in both modes; so does the
-	// unprefixed surface. The prefixed surface is the toolgate_<ns>_<name> style.
+	// Upstream tools: unprefixed, localtools publishes them canonically, as the
+	// unprefixed surface does; prefixed, in the toolgate_<ns>_<name> style.
 	if got := s[2].Publish("github.create_issue"); got != none("github.create_issue") {
 		t.Errorf("unprefixed upstream form %q", got)
 	}
-	if got := s[1].Publish("github.create_issue"); got != "toolgate_github_create_issue" {
-		t.Errorf("prefixed upstream form %q", got)
+	if got, want := s[1].Publish("github.create_issue"), pre("github.create_issue"); got != "toolgate_github_create_issue" || got != want {
+		t.Errorf("prefixed upstream form %q, localtools %q", got, want)
 	}
 }
 
