@@ -210,7 +210,7 @@ func TestOddPath(t *testing.T) {
 }
 
 // schemaVersion is the highest migration this build ships.
-const schemaVersion = 3
+const schemaVersion = 4
 
 func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	ctx := context.Background()
