@@ -23,6 +23,9 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/exectoken"
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/hostrelay"
+	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
@@ -42,6 +45,13 @@ type Options struct {
 	Tools []*kernel.Tool
 	// Logger receives internal failures; nil discards.
 	Logger *slog.Logger
+	// Upstreams says whether this process may host the data directory's upstream
+	// servers or only relays to the one that does (default UpstreamsShared).
+	Upstreams UpstreamMode
+	// HostOptions, when set, adjusts the host this process builds if it hosts the
+	// upstream servers (timings in tests); Dialer, Observer, Catalogs and Servers are
+	// the app's and must be kept.
+	HostOptions func(*host.Options)
 }
 
 // TurnRequest opens one turn.
@@ -122,6 +132,18 @@ type App struct {
 	appliedSeq int64
 	lastGrants []policy.Grant
 	lastNS     map[string]bool
+
+	// The upstream servers (upstreams.go): the keystore their secrets are sealed in,
+	// the dialer the host uses when this process hosts, the data directory's servers
+	// as this process reaches them, and what hands them to the kernel side.
+	ks                *keystore.Keystore
+	dialer            *upstreamDialer
+	up                hostrelay.Upstreams
+	stopUpWatch       func()
+	usync             *upstreamSync
+	onUpstreamChange  func(UpstreamServerState, host.Catalog)
+	onUpstreamRemoved func(name string)
+	subs              subscribers // management notifications (notify.go)
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -157,7 +179,12 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 		dir = filepath.Dir(st.Path())
 	}
 	a := &App{opts: opts, log: log, st: st, dir: dir}
+	a.initUpstreamHooks()
 	if err := a.init(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := a.openUpstreams(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -502,14 +529,17 @@ func (a *App) Shutdown() int {
 	return a.k.Shutdown()
 }
 
-// Close shuts the kernel down (Shutdown), stops watching for changes and closes the
-// store last, so a command that did not call Shutdown still loses no outcome.
+// Close shuts the kernel down (Shutdown: every call's outcome is written), stops
+// watching for changes, stops the upstream servers this process hosts (in parallel,
+// bounded; no child is left running) and closes the store last, so a command that did
+// not call Shutdown still loses no outcome.
 func (a *App) Close() error {
 	a.Shutdown()
 	if a.stopWatch != nil {
 		a.stopWatch()
 	}
-	return a.st.Close()
+	uerr := a.closeUpstreams()
+	return errors.Join(uerr, a.st.Close())
 }
 
 // ServerInfo is how every MCP surface names itself: initialize's serverInfo and

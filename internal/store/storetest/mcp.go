@@ -71,6 +71,7 @@ func testMCPServers(t *testing.T, s MCPStore) {
 		t.Fatal("a second workspace exists")
 	}
 	v0 := snapshot(t, s)
+	p0, _ := s.PolicyVersion(ctx)
 	a, err := s.InsertMCPServer(ctx, server("alpha"))
 	if err != nil {
 		t.Fatal(err)
@@ -108,6 +109,20 @@ func testMCPServers(t *testing.T, s MCPStore) {
 	if v := snapshot(t, s); v != v0+3 {
 		t.Fatalf("snapshot after an update = %d, want %d", v, v0+3)
 	}
+	// Installs and policy changes move the policy version too (what turns publish
+	// depends on them); a definition-only update does not.
+	if p, _ := s.PolicyVersion(ctx); p != p0+3 {
+		t.Fatalf("policy version after two installs and a policy change = %d, want %d", p, p0+3)
+	}
+	a = got
+	a.Fingerprint = "sha256:alpha3"
+	if _, err := s.UpdateMCPServer(ctx, a); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.PolicyVersion(ctx); p != p0+3 {
+		t.Fatalf("a definition-only update moved the policy version to %d", p)
+	}
+	v0++
 	byName, err := s.MCPServerByName(ctx, "beta")
 	if err != nil || byName.ID != b.ID || byName.Scope != store.ScopeUser {
 		t.Fatalf("by name: %+v %v", byName, err)

@@ -83,3 +83,12 @@ CREATE TRIGGER mcp_catalogs_update_bump AFTER UPDATE ON mcp_catalogs
     EXECUTE FUNCTION toolgate_bump_mcp_snapshot();
 CREATE TRIGGER mcp_snapshot_notify AFTER UPDATE ON mcp_snapshot
     FOR EACH STATEMENT EXECUTE FUNCTION toolgate_notify_change('mcp');
+
+-- An install, an uninstall and a change of enabled or allow_implicit_invocation also
+-- move the policy version (see migrations/sqlite/0004), which sends "policy".
+CREATE TRIGGER mcp_servers_insert_delete_policy AFTER INSERT OR DELETE ON mcp_servers
+    FOR EACH ROW EXECUTE FUNCTION toolgate_bump_policy_version();
+CREATE TRIGGER mcp_servers_update_policy AFTER UPDATE ON mcp_servers
+    FOR EACH ROW WHEN (OLD.enabled IS DISTINCT FROM NEW.enabled
+        OR OLD.allow_implicit_invocation IS DISTINCT FROM NEW.allow_implicit_invocation)
+    EXECUTE FUNCTION toolgate_bump_policy_version();

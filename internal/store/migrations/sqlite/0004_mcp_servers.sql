@@ -100,3 +100,21 @@ WHEN OLD.version IS NOT NEW.version OR OLD.digest IS NOT NEW.digest
 BEGIN
     UPDATE mcp_snapshot SET version = version + 1 WHERE id = 1;
 END;
+
+-- What a turn may publish depends on the installed servers and their policy, so an
+-- install, an uninstall and a change of enabled or allow_implicit_invocation also move
+-- the policy version: every process brings its kernel's upstream tools up to date at
+-- its next refresh, whichever process made the change.
+CREATE TRIGGER mcp_servers_insert_policy AFTER INSERT ON mcp_servers
+BEGIN
+    UPDATE policy_version SET version = version + 1 WHERE id = 1;
+END;
+CREATE TRIGGER mcp_servers_update_policy AFTER UPDATE ON mcp_servers
+WHEN OLD.enabled IS NOT NEW.enabled OR OLD.allow_implicit_invocation IS NOT NEW.allow_implicit_invocation
+BEGIN
+    UPDATE policy_version SET version = version + 1 WHERE id = 1;
+END;
+CREATE TRIGGER mcp_servers_delete_policy AFTER DELETE ON mcp_servers
+BEGIN
+    UPDATE policy_version SET version = version + 1 WHERE id = 1;
+END;

@@ -1,0 +1,27 @@
+package app
+
+import "github.com/toolgate/toolgate/internal/host"
+
+// UpstreamServerState is what the kernel side needs to know about one installed
+// upstream server to publish its tools: its namespace (Name), its policy, and where it
+// is installed.
+type UpstreamServerState struct {
+	ID          string
+	Name        string
+	WorkspaceID string
+	Scope       string
+	Enabled     bool
+	Implicit    bool // allow_implicit_invocation
+}
+
+// The hook points through which the app hands installed servers to the kernel side
+// (docs/architecture.md, "The path of one call"): onUpstreamChange is called with a
+// server's state and its current catalogue when it is installed, when its policy
+// changes and when its catalogue changes, and once for every server when the App
+// opens; onUpstreamRemoved when it is uninstalled. They are called from one goroutine
+// at a time, in order (upstreamSync), never with a lock held. No-ops until the kernel
+// side sets them.
+func (a *App) initUpstreamHooks() {
+	a.onUpstreamChange = func(UpstreamServerState, host.Catalog) {}
+	a.onUpstreamRemoved = func(string) {}
+}
