@@ -143,6 +143,7 @@ type App struct {
 	usync             *upstreamSync
 	onUpstreamChange  func(UpstreamServerState, host.Catalog)
 	onUpstreamRemoved func(name string)
+	callableName      func(server, raw string) string
 	subs              subscribers // management notifications (notify.go)
 }
 

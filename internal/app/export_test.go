@@ -1,5 +1,7 @@
 package app
 
+import "github.com/toolgate/toolgate/internal/host"
+
 // PolicyLoads reports how many times a has read grants and namespaces from its store
 // in full (not counting the cheap policy-version reads that found nothing changed).
 func PolicyLoads(a *App) int64 { return a.pol.loads.Load() }
@@ -14,3 +16,10 @@ func PolicyVersionLoaded(a *App) int64 {
 // PolicyReads reports how many times a has read its store's policy version: once per
 // refresh, whatever it found.
 func PolicyReads(a *App) int64 { return a.pol.reads.Load() }
+
+// SetUpstreamHooks makes every App opened until reset call change and removed where
+// the kernel side's hooks will be; reset restores the no-ops.
+func SetUpstreamHooks(change func(UpstreamServerState, host.Catalog), removed func(string)) (reset func()) {
+	testUpstreamHooks = func(a *App) { a.onUpstreamChange, a.onUpstreamRemoved = change, removed }
+	return func() { testUpstreamHooks = nil }
+}

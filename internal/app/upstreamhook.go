@@ -24,4 +24,15 @@ type UpstreamServerState struct {
 func (a *App) initUpstreamHooks() {
 	a.onUpstreamChange = func(UpstreamServerState, host.Catalog) {}
 	a.onUpstreamRemoved = func(string) {}
+	a.callableName = func(server, raw string) string { return server + "." + raw }
+	if testUpstreamHooks != nil {
+		testUpstreamHooks(a)
+	}
 }
+
+// testUpstreamHooks, set by tests only, installs their hooks before anything calls them.
+var testUpstreamHooks func(*App)
+
+// callable is the canonical id a server's raw tool name is published under, as the
+// kernel side normalises it (callableName; until it is set, "<server>.<raw>").
+func (a *App) callable(server, raw string) string { return a.callableName(server, raw) }
