@@ -145,6 +145,8 @@ type App struct {
 	onUpstreamRemoved func(name string)
 	callableName      func(server, raw string) string
 	subs              subscribers // management notifications (notify.go)
+	// polSet is the policy the kernel holds, for deciding who administers (mgmtauth.go).
+	polSet atomic.Pointer[policy.Set]
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -302,6 +304,7 @@ func (a *App) reload(ctx context.Context) error {
 	a.appliedSeq = seq
 	if set != nil {
 		a.k.SetPolicy(set)
+		a.polSet.Store(set)
 		a.lastGrants = grants
 		a.policyGen.Add(1)
 	}
