@@ -87,7 +87,9 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"internal/mcpserver", "internal/httpapi", "internal/httpwire"} {
 		rule(p, "a surface reaches the kernel only through the Turn interface it declares", is("internal/kernel", "internal/app", "internal/store", "internal/policy", "internal/audit"), true)
 	}
-	for _, p := range []string{"internal/upstream", "internal/host"} {
+	rule("internal/mgmt", "the management protocol serves a Manager: it decides nothing about servers itself",
+		is("internal/kernel", "internal/app", "internal/store", "internal/host", "internal/hostrelay", "internal/policy", "internal/audit"), true)
+	for _, p := range []string{"internal/upstream", "internal/host", "internal/hostrelay"} {
 		rule(p, "the client side does not import the server side", is("internal/mcpserver", "internal/httpapi", "internal/cli", "internal/app"), true)
 	}
 	rule("internal/cli", "a command parses its flags and calls the app: no store, token or HTTP server of its own",
