@@ -1,16 +1,13 @@
 package manage
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,21 +20,11 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden answers")
 
-func env(data string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOOLGATE_HOME=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "TOOLGATE_HOME="+data)
-}
-
 // tg runs the toolgate CLI over data and returns stdout, stderr and the exit code.
 func tg(t *testing.T, data string, args ...string) (string, string, int) {
 	t.Helper()
 	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = env(data)
+	cmd.Env = testenv.Env(data)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -60,68 +47,11 @@ func tgOK(t *testing.T, data string, args ...string) string {
 	return out
 }
 
-type serve struct {
-	cmd    *exec.Cmd
-	url    string
-	stderr *testenv.SyncBuffer
-	done   chan struct{}
-}
-
-var listenLine = regexp.MustCompile(`toolgate: listening on (http://\S+)`)
+type serve = testenv.Serve
 
 func startServe(t *testing.T, data string) *serve {
 	t.Helper()
-	s := &serve{stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
-	s.cmd = exec.Command(testenv.Binary(t), "serve", "--listen", "127.0.0.1:0")
-	s.cmd.Env = env(data)
-	pr, pw := io.Pipe()
-	s.cmd.Stderr = io.MultiWriter(s.stderr, pw)
-	if err := s.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		s.cmd.Wait()
-		pw.Close()
-		close(s.done)
-	}()
-	t.Cleanup(func() {
-		s.cmd.Process.Kill()
-		<-s.done
-		if t.Failed() {
-			t.Logf("toolgate serve stderr:\n%s", s.stderr.String())
-		}
-	})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case s.url = <-found:
-	case <-s.done:
-		t.Fatalf("serve exited: %s", s.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not start: %s", s.stderr.String())
-	}
-	return s
-}
-
-func (s *serve) stop(t *testing.T, sig syscall.Signal) {
-	t.Helper()
-	s.cmd.Process.Signal(sig)
-	select {
-	case <-s.done:
-	case <-time.After(60 * time.Second):
-		t.Fatal("serve did not exit")
-	}
+	return testenv.StartServe(t, data, "--listen", "127.0.0.1:0")
 }
 
 // writeConfig writes an mcpServers file running the fixture as fx with marker in its
@@ -306,7 +236,7 @@ func TestWithDaemon(t *testing.T) {
 	data := testenv.PrivateDir(t)
 	s := startServe(t, data)
 	info, ok, err := app.FindDaemon(data)
-	if err != nil || !ok || info.URL != s.url {
+	if err != nil || !ok || info.URL != s.URL {
 		t.Fatalf("daemon file: %+v %v %v", info, ok, err)
 	}
 	marker := upstreamtest.Marker(t)
@@ -321,7 +251,7 @@ func TestWithDaemon(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	s.stop(t, syscall.SIGTERM)
+	s.Stop(t, syscall.SIGTERM)
 	noChild(t, marker, "the daemon's SIGTERM")
 	if _, err := os.Stat(filepath.Join(data, app.DaemonFile)); !os.IsNotExist(err) {
 		t.Fatalf("daemon.json after a clean stop: %v", err)
@@ -333,7 +263,7 @@ func TestWithDaemon(t *testing.T) {
 func TestStaleDaemonFile(t *testing.T) {
 	data := testenv.PrivateDir(t)
 	s := startServe(t, data)
-	s.stop(t, syscall.SIGKILL)
+	s.Stop(t, syscall.SIGKILL)
 	if _, err := os.Stat(filepath.Join(data, app.DaemonFile)); err != nil {
 		t.Fatalf("the killed daemon left no daemon.json: %v", err)
 	}

@@ -29,7 +29,7 @@ func startMCP(t *testing.T, data string) *stdioMCP {
 	t.Helper()
 	m := &stdioMCP{stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
 	m.cmd = exec.Command(testenv.Binary(t), "mcp", "--no-local-tools", "--database-dir", data)
-	m.cmd.Env = env(data)
+	m.cmd.Env = testenv.Env(data)
 	m.cmd.Stderr = m.stderr
 	m.stdin, _ = m.cmd.StdinPipe()
 	out, _ := m.cmd.StdoutPipe()
@@ -103,10 +103,10 @@ func TestOneProcessPerDataDirectory(t *testing.T) {
 	m1, m2 := startMCP(t, data), startMCP(t, data)
 	waitCount(t, marker, 1)
 	pids := upstreamtest.Processes(t, marker)
-	if ppid := parentOf(t, pids[0]); ppid != s.cmd.Process.Pid {
-		t.Fatalf("the server's parent is %d, not the daemon %d", ppid, s.cmd.Process.Pid)
+	if ppid := parentOf(t, pids[0]); ppid != s.Cmd.Process.Pid {
+		t.Fatalf("the server's parent is %d, not the daemon %d", ppid, s.Cmd.Process.Pid)
 	}
-	s.stop(t, syscall.SIGTERM)
+	s.Stop(t, syscall.SIGTERM)
 	waitCount(t, marker, 1)
 	host := parentOf(t, upstreamtest.Processes(t, marker)[0])
 	if host != m1.cmd.Process.Pid && host != m2.cmd.Process.Pid {
@@ -173,9 +173,9 @@ func TestSecretCanaryThroughTheBinary(t *testing.T) {
 			t.Fatalf("the canary is in the command line of %s: %q", e.Name(), cmdline)
 		}
 	}
-	s.stop(t, syscall.SIGTERM)
-	if strings.Contains(s.stderr.String(), canary) {
-		t.Fatalf("the canary is in the daemon's log:\n%s", s.stderr.String())
+	s.Stop(t, syscall.SIGTERM)
+	if strings.Contains(s.Stderr.String(), canary) {
+		t.Fatalf("the canary is in the daemon's log:\n%s", s.Stderr.String())
 	}
 	files, _ := filepath.Glob(filepath.Join(data, "*"))
 	for _, f := range files {

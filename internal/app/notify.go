@@ -66,27 +66,30 @@ func (a *App) snapshotVersion(ctx context.Context) uint64 {
 	return v
 }
 
-func (a *App) publishStatus(e host.StateEvent) {
+// publishAbout sends the notification build makes about server, with the server's
+// ids and the snapshot version now; nothing when the server is not known.
+func (a *App) publishAbout(server string, build func(ver uint64, who mgmt.NotifiedServer) mgmt.Notification) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	m, ok := a.usync.server(ctx, e.Server)
+	m, ok := a.usync.server(ctx, server)
 	if !ok {
 		return
 	}
-	a.subs.publish(&mgmt.StatusChanged{SnapshotVersion: a.snapshotVersion(ctx), At: e.At.Unix(),
-		NotifiedServer: notified(&m), PreviousState: string(e.From), State: string(e.To), Live: e.To.Live(),
-		Status: string(e.To), Reason: string(e.Reason), Error: e.Error})
+	a.subs.publish(build(a.snapshotVersion(ctx), notified(&m)))
+}
+
+func (a *App) publishStatus(e host.StateEvent) {
+	a.publishAbout(e.Server, func(ver uint64, who mgmt.NotifiedServer) mgmt.Notification {
+		return &mgmt.StatusChanged{SnapshotVersion: ver, At: e.At.Unix(), NotifiedServer: who,
+			PreviousState: string(e.From), State: string(e.To), Live: e.To.Live(), Status: string(e.To),
+			Reason: string(e.Reason), Error: e.Error}
+	})
 }
 
 func (a *App) publishCatalog(e host.CatalogEvent) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	m, ok := a.usync.server(ctx, e.Server)
-	if !ok {
-		return
-	}
-	a.subs.publish(&mgmt.CatalogChanged{SnapshotVersion: a.snapshotVersion(ctx), At: e.At.Unix(),
-		NotifiedServer: notified(&m), CatalogVersion: e.Version, ToolsCount: e.Counts.Tools,
-		ResourcesCount: e.Counts.Resources, ResourceTemplatesCount: e.Counts.ResourceTemplates,
-		PromptsCount: e.Counts.Prompts})
+	a.publishAbout(e.Server, func(ver uint64, who mgmt.NotifiedServer) mgmt.Notification {
+		return &mgmt.CatalogChanged{SnapshotVersion: ver, At: e.At.Unix(), NotifiedServer: who,
+			CatalogVersion: e.Version, ToolsCount: e.Counts.Tools, ResourcesCount: e.Counts.Resources,
+			ResourceTemplatesCount: e.Counts.ResourceTemplates, PromptsCount: e.Counts.Prompts}
+	})
 }
