@@ -265,23 +265,35 @@ func (a *App) refresh(ctx context.Context) error {
 	return a.reload(ctx)
 }
 
-// reload is refresh without the request's memo.
+// reload is refresh without the request's memo. When the policy version moved, the
+// installed servers may have too (an install, an uninstall or a policy change moves it:
+// migration 0004), so the kernel side is brought up to date before the request goes on.
 func (a *App) reload(ctx context.Context) error {
+	moved, err := a.reloadPolicy(ctx)
+	if moved && a.usync != nil {
+		a.usync.request(ctx, true)
+	}
+	return err
+}
+
+// reloadPolicy re-reads grants and namespaces when the policy version moved; moved
+// reports whether it had.
+func (a *App) reloadPolicy(ctx context.Context) (moved bool, err error) {
 	seq := a.refreshSeq.Add(1)
 	ver, current, err := a.policyCurrent(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if current {
-		return nil // nothing changed since the policy the kernel holds was loaded
+		return false, nil // nothing changed since the policy the kernel holds was loaded
 	}
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
-		return fmt.Errorf("loading grants: %w", err)
+		return true, fmt.Errorf("loading grants: %w", err)
 	}
 	ns, err := a.st.Namespaces(ctx)
 	if err != nil {
-		return fmt.Errorf("loading namespaces: %w", err)
+		return true, fmt.Errorf("loading namespaces: %w", err)
 	}
 	a.mu.Lock()
 	grantsChanged := !reflect.DeepEqual(grants, a.lastGrants)
@@ -290,16 +302,16 @@ func (a *App) reload(ctx context.Context) error {
 	if grantsChanged {
 		if set, err = policy.Compile(grants); err != nil {
 			// Fail closed: an unreadable grant (a deny among them) must not be skipped.
-			return fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
+			return true, fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if seq <= a.appliedSeq {
-		return nil // a later refresh already applied newer state
+		return true, nil // a later refresh already applied newer state
 	}
 	if set, err = a.recheckGrants(grants, set); err != nil {
-		return err
+		return true, err
 	}
 	a.appliedSeq = seq
 	if set != nil {
@@ -314,7 +326,7 @@ func (a *App) reload(ctx context.Context) error {
 		a.policyGen.Add(1)
 	}
 	a.policyLoaded(ver)
-	return nil
+	return true, nil
 }
 
 // OpenTurn resolves a principal's catalogue once and returns the turn serving it. The

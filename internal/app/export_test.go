@@ -17,9 +17,9 @@ func PolicyVersionLoaded(a *App) int64 {
 // refresh, whatever it found.
 func PolicyReads(a *App) int64 { return a.pol.reads.Load() }
 
-// SetUpstreamHooks makes every App opened until reset call change and removed where
-// the kernel side's hooks will be; reset restores the no-ops.
-func SetUpstreamHooks(change func(UpstreamServerState, host.Catalog), removed func(string)) (reset func()) {
-	testUpstreamHooks = func(a *App) { a.onUpstreamChange, a.onUpstreamRemoved = change, removed }
+// SetUpstreamHooks makes every App opened until reset call the hooks hooks returns for
+// it where the kernel side's hooks will be; reset restores the no-ops.
+func SetUpstreamHooks(hooks func(*App) (change func(UpstreamServerState, host.Catalog), removed func(string))) (reset func()) {
+	testUpstreamHooks = func(a *App) { a.onUpstreamChange, a.onUpstreamRemoved = hooks(a) }
 	return func() { testUpstreamHooks = nil }
 }

@@ -105,7 +105,9 @@ func waitState(t *testing.T, a *app.App, name string, want host.State) {
 // store, the audit trail, the process table and the kernel side's hooks at each step.
 func TestManageLifecycle(t *testing.T) {
 	hooks := &hookLog{}
-	defer app.SetUpstreamHooks(hooks.change, hooks.remove)()
+	defer app.SetUpstreamHooks(func(*app.App) (func(app.UpstreamServerState, host.Catalog), func(string)) {
+		return hooks.change, hooks.remove
+	})()
 	dir := testenv.PrivateDir(t)
 	a := openManaged(t, dir)
 	defer a.Close()
@@ -402,5 +404,55 @@ func TestSecretCanary(t *testing.T) {
 		if err == nil && strings.Contains(string(data), canary) {
 			t.Fatalf("the canary is in %s in clear", f)
 		}
+	}
+}
+
+// TestPolicyReachesOtherProcesses: a policy change made through one App reaches the
+// kernel side of another App on the same data directory (which relays to the first
+// for its upstream servers) at its next request, though no upstream event tells it.
+func TestPolicyReachesOtherProcesses(t *testing.T) {
+	logs := map[*app.App]*hookLog{}
+	var mu sync.Mutex
+	defer app.SetUpstreamHooks(func(a *app.App) (func(app.UpstreamServerState, host.Catalog), func(string)) {
+		h := &hookLog{}
+		mu.Lock()
+		logs[a] = h
+		mu.Unlock()
+		return h.change, h.remove
+	})()
+	dir := testenv.PrivateDir(t)
+	first := openManaged(t, dir)
+	defer first.Close()
+	second := openManaged(t, dir)
+	defer second.Close()
+	ctx := context.Background()
+	marker := upstreamtest.Marker(t)
+	if _, err := mgmt.Checked(first).Install(ctx, owner, mgmt.InstallParams{ConfigJSON: fixtureConfig(t, "fx", marker, "x")}); err != nil {
+		t.Fatal(err)
+	}
+	on := true
+	if _, err := mgmt.Checked(first).SetPolicy(ctx, owner, mgmt.PolicySetParams{ServerRef: mgmt.ServerRef{Name: "fx"}, AllowImplicitInvocation: &on}); err != nil {
+		t.Fatal(err)
+	}
+	turn, err := second.OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	turn.Close()
+	mu.Lock()
+	h := logs[second]
+	mu.Unlock()
+	if got, n := h.last(); n == 0 || got.st.Name != "fx" || !got.st.Implicit {
+		t.Fatalf("the other App's kernel side has %+v (%d calls), want fx with implicit invocation", got, n)
+	}
+	if _, err := mgmt.Checked(first).Uninstall(ctx, owner, mgmt.UninstallParams{ServerRef: mgmt.ServerRef{Name: "fx"}}); err != nil {
+		t.Fatal(err)
+	}
+	turn, _ = second.OpenTurn(ctx, app.TurnRequest{})
+	turn.Close()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.removed) != 1 || h.removed[0] != "fx" {
+		t.Fatalf("the other App's kernel side removed %v", h.removed)
 	}
 }
