@@ -456,3 +456,57 @@ func TestPolicyReachesOtherProcesses(t *testing.T) {
 		t.Fatalf("the other App's kernel side removed %v", h.removed)
 	}
 }
+
+// TestInstallHostile: what an install refuses, it refuses per entry and names the
+// entry; nothing it refuses is written, and nothing a valid entry installs is lost.
+func TestInstallHostile(t *testing.T) {
+	dir := testenv.PrivateDir(t)
+	a := openManaged(t, dir)
+	defer a.Close()
+	ctx := context.Background()
+	m := mgmt.Checked(a)
+	fx := upstreamtest.Fixture(t)
+	res, err := m.Install(ctx, owner, mgmt.InstallParams{ScopeKind: "user", ConfigJSON: fmt.Sprintf(`{"mcpServers":{"shared":{"command":%q}}}`, fx)})
+	if err != nil || res.Status != mgmt.InstallOK || res.Servers[0].Server.Scope != "user" {
+		t.Fatalf("user-scope install: %+v %v", res, err)
+	}
+	// The same name in the workspace scope: refused for that entry only.
+	doc := fmt.Sprintf(`{"mcpServers":{"shared":{"command":%q},"fine":{"command":%q},"bad\u0000name":{"command":"x"},"nocmd":{"args":["-x"]}}}`, fx, fx)
+	res, err = m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != mgmt.InstallPartial || res.Audit.EventsWritten != 1 {
+		t.Fatalf("mixed install: %+v", res)
+	}
+	byName := map[string]mgmt.InstallServer{}
+	for _, s := range res.Servers {
+		byName[s.Name] = s
+	}
+	if s := byName["shared"]; s.Status != mgmt.ServerValidationError || len(s.Diagnostics) == 0 || !strings.Contains(s.Diagnostics[0].Message, "already installed") {
+		t.Fatalf("name taken in another scope: %+v", s)
+	}
+	if s := byName["fine"]; s.Status != mgmt.ServerInstalled || s.Server == nil {
+		t.Fatalf("the valid entry: %+v", s)
+	}
+	list, _ := m.List(ctx, owner, mgmt.ListParams{})
+	if len(list.Servers) != 2 {
+		t.Fatalf("installed: %+v", list.Servers)
+	}
+	// A user-scope server is visible by name in its own scope only.
+	if _, err := m.Details(ctx, owner, mgmt.DetailsParams{ServerRef: mgmt.ServerRef{Name: "shared"}}); !isCode(err, mgmt.CodeUnknownServer) {
+		t.Fatalf("user-scope server under scope workspace: %v", err)
+	}
+	if _, err := m.Details(ctx, owner, mgmt.DetailsParams{ServerRef: mgmt.ServerRef{Name: "shared", ScopeKind: "user"}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range []string{"", "{", "[]", `{"mcpServers":[]}`, strings.Repeat("[", 100000)} {
+		res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: cfg})
+		if err != nil || res.Status != mgmt.InstallValidationError || res.Audit.EventsWritten != 0 {
+			t.Fatalf("config %.20q: %+v %v", cfg, res, err)
+		}
+	}
+	if l, _ := m.List(ctx, owner, mgmt.ListParams{}); len(l.Servers) != 2 {
+		t.Fatalf("a refused install changed the servers: %+v", l.Servers)
+	}
+}
