@@ -323,8 +323,12 @@ func (s *upstreamSync) pass() {
 		if s.a.up != nil {
 			c, ok, err := s.a.up.Catalog(ctx, m.Name)
 			if err != nil {
+				// The host cannot be asked now (it went away; the next host resyncs):
+				// keep what was handed over rather than empty the server's tools.
 				s.a.log.Warn("reading a server's catalogue", "server", m.Name, "err", err)
-			} else if ok {
+				continue
+			}
+			if ok {
 				cat = c
 			}
 		}
