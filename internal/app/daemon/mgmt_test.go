@@ -124,6 +124,29 @@ func TestManagementRoute(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("no mcp/changed on the socket")
 	}
+	// A restart is accepted at once; its transitions and the catalogue follow on the socket.
+	if _, err := sub.Restart(context.Background(), mgmt.Caller{}, mgmt.RestartParams{ServerRef: mgmt.ServerRef{Name: "fx"}}); err != nil {
+		t.Fatal(err)
+	}
+	sawReady, sawCatalog := false, false
+	timeout := time.After(20 * time.Second)
+	for !sawReady || !sawCatalog {
+		select {
+		case n := <-got:
+			switch n := n.(type) {
+			case *mgmt.StatusChanged:
+				if n.State == "ready" && n.Live && n.ServerID == res.Servers[0].Server.ID {
+					sawReady = true
+				}
+			case *mgmt.CatalogChanged:
+				if n.ToolsCount > 0 && n.CatalogVersion > 0 {
+					sawCatalog = true
+				}
+			}
+		case <-timeout:
+			t.Fatalf("ready %v, catalogue %v: notifications missing", sawReady, sawCatalog)
+		}
+	}
 	stop()
 	down = true
 	if _, err := d.Shutdown(context.Background(), time.Second); err != nil {
