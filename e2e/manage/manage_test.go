@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -23,18 +22,7 @@ var update = flag.Bool("update", false, "rewrite the golden answers")
 // tg runs the toolgate CLI over data and returns stdout, stderr and the exit code.
 func tg(t *testing.T, data string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = testenv.Env(data)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return testenv.Run(t, data, args...)
 }
 
 // tgOK is tg that must succeed.

@@ -160,16 +160,5 @@ func withTimeout(t *testing.T) context.Context {
 // run runs the toolgate CLI over data and returns stdout, stderr and the exit code.
 func run(t *testing.T, data string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = env(data)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return testenv.Run(t, data, args...)
 }

@@ -85,6 +85,16 @@ func fixtureConfig(t *testing.T, name, marker, canary string) string {
 
 var owner = mgmt.Caller{Principal: "default", Owner: true}
 
+// managed opens an App over a fresh private data directory (dir), closed when the test
+// ends, and returns it with its Manager behind mgmt.Checked.
+func managed(t *testing.T) (a *app.App, m mgmt.Manager, dir string) {
+	t.Helper()
+	dir = testenv.PrivateDir(t)
+	a = openManaged(t, dir)
+	t.Cleanup(func() { a.Close() })
+	return a, mgmt.Checked(a), dir
+}
+
 func waitState(t *testing.T, a *app.App, name string, want host.State) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -108,11 +118,8 @@ func TestManageLifecycle(t *testing.T) {
 	defer app.SetUpstreamHooks(func(*app.App) (func(app.UpstreamServerState, host.Catalog), func(string)) {
 		return hooks.change, hooks.remove
 	})()
-	dir := testenv.PrivateDir(t)
-	a := openManaged(t, dir)
-	defer a.Close()
+	a, m, dir := managed(t)
 	ctx := context.Background()
-	m := mgmt.Checked(a)
 	marker := upstreamtest.Marker(t)
 	canary := "tgcanary-" + marker
 
@@ -348,11 +355,8 @@ func TestCloseStopsUpstreams(t *testing.T) {
 // the database file, the answers, the audit trail, the stderr tail the fixture leaked
 // it to, the process listing.
 func TestSecretCanary(t *testing.T) {
-	dir := testenv.PrivateDir(t)
-	a := openManaged(t, dir)
-	defer a.Close()
+	a, m, dir := managed(t)
 	ctx := context.Background()
-	m := mgmt.Checked(a)
 	marker := upstreamtest.Marker(t)
 	canary := "tgcanary" + strings.ReplaceAll(marker, "-", "")
 	doc := fmt.Sprintf(`{"mcpServers":{"fx":{"command":%q,"args":["-marker",%q],"env":{"API_KEY":%q}},
@@ -460,11 +464,8 @@ func TestPolicyReachesOtherProcesses(t *testing.T) {
 // TestInstallHostile: what an install refuses, it refuses per entry and names the
 // entry; nothing it refuses is written, and nothing a valid entry installs is lost.
 func TestInstallHostile(t *testing.T) {
-	dir := testenv.PrivateDir(t)
-	a := openManaged(t, dir)
-	defer a.Close()
+	_, m, _ := managed(t)
 	ctx := context.Background()
-	m := mgmt.Checked(a)
 	fx := upstreamtest.Fixture(t)
 	res, err := m.Install(ctx, owner, mgmt.InstallParams{ScopeKind: "user", ConfigJSON: fmt.Sprintf(`{"mcpServers":{"shared":{"command":%q}}}`, fx)})
 	if err != nil || res.Status != mgmt.InstallOK || res.Servers[0].Server.Scope != "user" {

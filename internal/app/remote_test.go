@@ -11,7 +11,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/mgmt"
-	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
@@ -21,11 +20,8 @@ import (
 // a person restarts it (no retry storm).
 func TestRemoteServer(t *testing.T) {
 	srv := upstreamtest.NewHTTPServer(t, upstreamtest.HTTPServerOptions{})
-	dir := testenv.PrivateDir(t)
-	a := openManaged(t, dir)
-	defer a.Close()
+	a, m, _ := managed(t)
 	ctx := context.Background()
-	m := mgmt.Checked(a)
 	secret := "Bearer tgcanary-" + upstreamtest.Marker(t)
 	doc := fmt.Sprintf(`{"mcpServers":{"remote":{"type":"http","url":%q,"headers":{"Authorization":%q}}}}`, srv.URL, secret)
 	res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc})
@@ -70,12 +66,10 @@ func TestRemoteServer(t *testing.T) {
 // cloud metadata address) before any connection, naming the URL without
 // its secret query value.
 func TestRemoteServerReach(t *testing.T) {
-	dir := testenv.PrivateDir(t)
-	a := openManaged(t, dir)
-	defer a.Close()
+	a, m, _ := managed(t)
 	ctx := context.Background()
 	doc := `{"mcpServers":{"far":{"url":"https://169.254.169.254/mcp?api_key=tgsecretvalue"}}}`
-	if res, err := mgmt.Checked(a).Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
+	if res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
 		t.Fatalf("install: %+v %v", res, err)
 	}
 	_, err := a.Upstreams().Call(ctx, "far", "tools/list", json.RawMessage(`{}`), host.CallOptions{})

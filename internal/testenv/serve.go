@@ -94,3 +94,19 @@ func (s *Serve) Stop(t testing.TB, sig syscall.Signal) error {
 	}
 	return s.Err
 }
+
+// Run runs the toolgate CLI over data and returns its stdout, stderr and exit code.
+func Run(t testing.TB, data string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(Binary(t), args...)
+	cmd.Env = Env(data)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
