@@ -140,7 +140,35 @@ func serverObject(m *store.MCPServer, st host.Status, known bool) mgmt.Server {
 
 func (a *App) object(ctx context.Context, m *store.MCPServer) mgmt.Server {
 	st, ok := a.status(ctx, m.Name)
-	return serverObject(m, st, ok)
+	s := serverObject(m, st, ok)
+	if !ok {
+		a.storedCounts(ctx, m.Name, &s)
+	}
+	return s
+}
+
+// storedCounts fills s's catalogue counts from the persisted catalogue, for a server
+// no host reports on (none runs: an in-process management command).
+func (a *App) storedCounts(ctx context.Context, name string, s *mgmt.Server) {
+	c, ok, err := catalogStore{a.st}.LoadCatalog(ctx, name)
+	if err != nil || !ok {
+		return
+	}
+	n := c.Counts()
+	s.ToolsCount, s.ResourcesCount, s.ResourceTemplatesCount, s.PromptsCount = n.Tools, n.Resources, n.ResourceTemplates, n.Prompts
+}
+
+// catalog is a server's catalogue: the host's, or with no host the persisted one.
+func (a *App) catalog(ctx context.Context, name string) host.Catalog {
+	if a.up == nil {
+		c, _, _ := catalogStore{a.st}.LoadCatalog(ctx, name)
+		return c
+	}
+	c, ok, err := a.up.Catalog(ctx, name)
+	if err != nil || !ok {
+		return host.Catalog{}
+	}
+	return c
 }
 
 // List implements mgmt.Manager: the servers available in the workspace.
@@ -171,7 +199,11 @@ func (a *App) List(ctx context.Context, _ mgmt.Caller, p mgmt.ListParams) (*mgmt
 	res := &mgmt.ListResult{SnapshotVersion: ver, GeneratedAt: time.Now().Unix(), Servers: make([]mgmt.Server, 0, len(ms))}
 	for i := range ms {
 		st, ok := byName[ms[i].Name]
-		res.Servers = append(res.Servers, serverObject(&ms[i], st, ok))
+		s := serverObject(&ms[i], st, ok)
+		if a.up == nil {
+			a.storedCounts(ctx, ms[i].Name, &s)
+		}
+		res.Servers = append(res.Servers, s)
 	}
 	return res, nil
 }
@@ -351,23 +383,31 @@ func (a *App) Restart(ctx context.Context, c mgmt.Caller, p mgmt.RestartParams) 
 	if !m.Enabled {
 		return nil, &mgmt.Error{Code: mgmt.CodeConflict, Message: fmt.Sprintf("server %q is disabled: enable it first (toolgate policy set %s --enabled=true)", m.Name, m.Name)}
 	}
-	if a.up == nil {
-		return nil, &mgmt.Error{Code: mgmt.CodeUnavailable, Message: "no process hosts this data directory's upstream servers"}
-	}
-	if err := a.up.Restart(ctx, m.Name); err != nil {
-		if errors.Is(err, host.ErrUnknownServer) {
-			// Installed in the store but not yet in the host: catch it up and try once more.
-			_ = a.up.Reload(ctx)
-			err = a.up.Restart(ctx, m.Name)
-		}
-		if err != nil {
-			return nil, fmt.Errorf("%w: %w", &mgmt.Error{Code: mgmt.CodeUnavailable, Message: fmt.Sprintf("server %q cannot be restarted now", m.Name)}, err)
+	// With no process hosting the servers nothing runs to restart: the next process
+	// that hosts starts this one afresh, with its current definition and secrets.
+	if a.up != nil {
+		if err := a.restartHosted(ctx, m.Name); err != nil {
+			return nil, err
 		}
 	}
 	if err := a.auditChange(ctx, c, AuditRestart, m.Name, "restart "+m.ID); err != nil {
 		return nil, err
 	}
 	return &mgmt.RestartResult{Server: a.object(ctx, &m), Audit: mgmt.Audit{EventsWritten: 1}}, nil
+}
+
+// restartHosted asks the host to restart name, catching the host up with the store
+// first when it does not know the server yet.
+func (a *App) restartHosted(ctx context.Context, name string) error {
+	err := a.up.Restart(ctx, name)
+	if errors.Is(err, host.ErrUnknownServer) {
+		_ = a.up.Reload(ctx)
+		err = a.up.Restart(ctx, name)
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", &mgmt.Error{Code: mgmt.CodeUnavailable, Message: fmt.Sprintf("server %q cannot be restarted now", name)}, err)
+	}
+	return nil
 }
 
 // Uninstall implements mgmt.Manager: the server is stopped and removed with its
@@ -401,11 +441,11 @@ func (a *App) Details(ctx context.Context, _ mgmt.Caller, p mgmt.DetailsParams) 
 	}
 	st, known := a.status(ctx, m.Name)
 	res := &mgmt.DetailsResult{Server: serverObject(&m, st, known)}
-	var cat host.Catalog
-	if a.up != nil {
-		if c, ok, err := a.up.Catalog(ctx, m.Name); err == nil && ok {
-			cat = c
-		}
+	cat := a.catalog(ctx, m.Name)
+	if !known {
+		n := cat.Counts()
+		s := &res.Server
+		s.ToolsCount, s.ResourcesCount, s.ResourceTemplatesCount, s.PromptsCount = n.Tools, n.Resources, n.ResourceTemplates, n.Prompts
 	}
 	res.Catalog = a.catalogSummary(m.Name, &cat)
 	res.Health = mgmt.Health{State: res.Server.Runtime.State, CatalogVersion: cat.Version}
@@ -422,10 +462,13 @@ func (a *App) Details(ctx context.Context, _ mgmt.Caller, p mgmt.DetailsParams) 
 		if !st.Retry.NextAttempt.IsZero() {
 			h.Retry.NextAttemptAt = st.Retry.NextAttempt.Unix()
 		}
-	} else if !m.Enabled {
-		res.Health.StatusReason = string(host.ReasonDisabled)
 	} else {
+		// No host reports on it: it is in its stored state since its last change.
+		res.Health.Since = m.UpdatedAt.Unix()
 		res.Health.StatusReason = string(host.ReasonInstalled)
+		if !m.Enabled {
+			res.Health.StatusReason = string(host.ReasonDisabled)
+		}
 	}
 	evs, err := a.st.ListAudit(ctx, audit.Filter{Resource: ServerResource(m.Name), Limit: DetailsAuditLimit, Last: true})
 	if err != nil {

@@ -511,3 +511,58 @@ func TestInstallHostile(t *testing.T) {
 		t.Fatalf("a refused install changed the servers: %+v", l.Servers)
 	}
 }
+
+// TestRelayOnlyWithoutHost: an App that may only relay, opened when no process hosts the
+// data directory's upstream servers, starts none of them (a required one included) and
+// answers from the store, persisted catalogue included; with a host running, it relays.
+func TestRelayOnlyWithoutHost(t *testing.T) {
+	dir := testenv.PrivateDir(t)
+	ctx := context.Background()
+	marker := upstreamtest.Marker(t)
+	doc := fmt.Sprintf(`{"mcpServers":{"fx":{"command":%q,"args":["-marker",%q],"required":true}}}`, upstreamtest.Fixture(t), marker)
+	host1 := openManaged(t, dir)
+	if _, err := mgmt.Checked(host1).Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil {
+		t.Fatal(err)
+	}
+	waitState(t, host1, "fx", host.StateReady)
+	if _, err := host1.Upstreams().RefreshCatalog(ctx, "fx"); err != nil {
+		t.Fatal(err)
+	}
+	// With a host: the relaying App sees the live state.
+	rel, err := app.Open(ctx, app.Options{DataDir: dir, Upstreams: app.UpstreamsRelayOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l, err := mgmt.Checked(rel).List(ctx, owner, mgmt.ListParams{}); err != nil || l.Servers[0].Runtime.State != "ready" {
+		t.Fatalf("relayed list: %+v %v", l, err)
+	}
+	rel.Close()
+	host1.Close()
+	upstreamtest.WaitGone(t, marker, 10*time.Second)
+
+	// Without one: nothing starts, the store answers.
+	a, err := app.Open(ctx, app.Options{DataDir: dir, Upstreams: app.UpstreamsRelayOnly})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if a.Upstreams() != nil {
+		t.Fatal("a relay-only App with no host has upstream servers")
+	}
+	m := mgmt.Checked(a)
+	l, err := m.List(ctx, owner, mgmt.ListParams{})
+	if err != nil || len(l.Servers) != 1 || l.Servers[0].Runtime.State != "not_started" || l.Servers[0].ToolsCount == 0 {
+		t.Fatalf("list from the store: %+v %v", l, err)
+	}
+	d, err := m.Details(ctx, owner, mgmt.DetailsParams{ServerRef: mgmt.ServerRef{Name: "fx"}})
+	if err != nil || len(d.Catalog.Tools) == 0 || d.Health.CatalogVersion == 0 {
+		t.Fatalf("details from the store: %d tools, health %+v, %v", len(d.Catalog.Tools), d.Health, err)
+	}
+	if r, err := m.Restart(ctx, owner, mgmt.RestartParams{ServerRef: mgmt.ServerRef{Name: "fx"}}); err != nil || r.Audit.EventsWritten != 1 {
+		t.Fatalf("restart with no host: %+v %v", r, err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := len(upstreamtest.Processes(t, marker)); n != 0 {
+		t.Fatalf("a relay-only App started %d processes", n)
+	}
+}

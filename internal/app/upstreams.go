@@ -24,8 +24,10 @@ const (
 	// process that wins hosts every installed server, the others relay to it, so no
 	// server runs twice on one data directory.
 	UpstreamsShared UpstreamMode = iota
-	// UpstreamsRelayOnly relays to the process hosting them and never hosts itself;
-	// with none hosting, upstream calls fail with hostrelay.ErrNoHost.
+	// UpstreamsRelayOnly relays to the process hosting them and never hosts itself.
+	// When none hosts at Open, the App has no upstream servers at all (Upstreams is
+	// nil): what it reports about them comes from the store (for the management
+	// commands, which must not start a server for the length of one command).
 	UpstreamsRelayOnly
 )
 
@@ -50,6 +52,10 @@ func (a *App) openUpstreams(ctx context.Context) error {
 		RelayOnly: a.opts.Upstreams == UpstreamsRelayOnly,
 		Logger:    a.log,
 	})
+	if errors.Is(err, hostrelay.ErrNoHost) && a.opts.Upstreams == UpstreamsRelayOnly {
+		a.usync.request(ctx, true)
+		return nil
+	}
 	if err != nil {
 		a.usync.close()
 		return fmt.Errorf("joining the upstream servers of %s: %w", a.dir, err)
@@ -61,7 +67,8 @@ func (a *App) openUpstreams(ctx context.Context) error {
 }
 
 // Upstreams is the data directory's upstream servers as this process reaches them:
-// hosted here or relayed to the process that hosts them (hostrelay.Upstreams).
+// hosted here or relayed to the process that hosts them (hostrelay.Upstreams). It is
+// nil only for an App opened UpstreamsRelayOnly when no process hosted them.
 func (a *App) Upstreams() hostrelay.Upstreams { return a.up }
 
 // closeUpstreams stops watching and, when this process hosts, stops every upstream

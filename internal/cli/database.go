@@ -31,9 +31,16 @@ func (e *Env) DatabaseURL() (string, error) {
 // openApp opens the App over dataDir (the keystore key, the owner token) and the store
 // the command line selects.
 func (e *Env) openApp(ctx context.Context, dataDir string, tools []*kernel.Tool, log *slog.Logger) (*app.App, error) {
+	return e.openAppWith(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+}
+
+// openAppWith is openApp with the rest of o given (the store is still the command
+// line's).
+func (e *Env) openAppWith(ctx context.Context, o app.Options) (*app.App, error) {
 	dbURL, err := e.DatabaseURL()
 	if err != nil {
 		return nil, err
 	}
-	return app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log})
+	o.DatabaseURL = dbURL
+	return app.Open(ctx, o)
 }

@@ -54,8 +54,11 @@ var openManager = func(ctx context.Context, env *Env) (m mgmt.Manager, who mgmt.
 		}
 		return mgmt.NewClient(info.URL, tok, nil), who, nil, nil
 	}
+	// A command relays to the process hosting the upstream servers, if one does, and
+	// never hosts them itself: `toolgate ls` must not start every required server for
+	// the length of one command. With none hosting, it reports what the store has.
 	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	a, err := env.openApp(ctx, dataDir, nil, log)
+	a, err := env.openAppWith(ctx, app.Options{DataDir: dataDir, Logger: log, Upstreams: app.UpstreamsRelayOnly})
 	if err != nil {
 		return nil, who, nil, err
 	}
