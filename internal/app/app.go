@@ -271,6 +271,13 @@ func (a *App) refresh(ctx context.Context) error {
 func (a *App) reload(ctx context.Context) error {
 	moved, err := a.reloadPolicy(ctx)
 	if moved && a.usync != nil {
+		if a.up != nil && a.st.Dialect() == "postgres" {
+			// Replicas share the database, not the host: this replica's host catches up
+			// with servers installed or changed through another one.
+			if rerr := a.up.Reload(ctx); rerr != nil {
+				a.log.Warn("making the upstream host re-read the installed servers", "err", rerr)
+			}
+		}
 		a.usync.request(ctx, true)
 	}
 	return err
