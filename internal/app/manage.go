@@ -220,9 +220,10 @@ func (a *App) auditChange(ctx context.Context, c mgmt.Caller, tool, name, msg st
 	return nil
 }
 
-// afterChange makes the hosting process and the kernel side catch up with the store,
-// then tells the subscribers.
-func (a *App) afterChange(ctx context.Context, reload bool, notes []*mgmt.Changed) {
+// afterChange makes the hosting process and the kernel side catch up with the store.
+// The pass it waits for (upstreamSync) also sends mcp/changed for what it finds
+// changed, so a change's notification is queued before its answer.
+func (a *App) afterChange(ctx context.Context, reload bool) {
 	if reload && a.up != nil {
 		if err := a.up.Reload(ctx); err != nil {
 			a.log.Warn("making the upstream host re-read the installed servers", "err", err)
@@ -231,18 +232,6 @@ func (a *App) afterChange(ctx context.Context, reload bool, notes []*mgmt.Change
 	if a.usync != nil {
 		a.usync.request(ctx, true)
 	}
-	if len(notes) == 0 {
-		return
-	}
-	ver := a.snapshotVersion(ctx)
-	for _, n := range notes {
-		n.SnapshotVersion = ver
-		a.subs.publish(n)
-	}
-}
-
-func changed(m *store.MCPServer, change string) *mgmt.Changed {
-	return &mgmt.Changed{At: time.Now().Unix(), NotifiedServer: notified(m), Change: change}
 }
 
 // Install implements mgmt.Manager. A new server gets the params' policy (enabled
@@ -257,7 +246,7 @@ func (a *App) Install(ctx context.Context, c mgmt.Caller, p mgmt.InstallParams) 
 	}
 	parsed := mcpconfig.Parse([]byte(p.ConfigJSON), a.ks, nil)
 	res := &mgmt.InstallResult{Diagnostics: parsed.Diagnostics, Servers: []mgmt.InstallServer{}}
-	var notes []*mgmt.Changed
+	changes := 0
 	valid := 0
 	var installed []store.MCPServer
 	var outIdx []int
@@ -275,7 +264,7 @@ func (a *App) Install(ctx context.Context, c mgmt.Caller, p mgmt.InstallParams) 
 				out.Name, out.Status = m.Name, status
 				if status != mgmt.ServerUnchanged {
 					res.Audit.EventsWritten++
-					notes = append(notes, changed(&m, status))
+					changes++
 				}
 				installed = append(installed, m)
 				outIdx = append(outIdx, len(res.Servers))
@@ -291,7 +280,7 @@ func (a *App) Install(ctx context.Context, c mgmt.Caller, p mgmt.InstallParams) 
 	default:
 		res.Status = mgmt.InstallOK
 	}
-	a.afterChange(ctx, len(notes) > 0, notes)
+	a.afterChange(ctx, changes > 0)
 	for i := range installed {
 		s := a.object(ctx, &installed[i])
 		res.Servers[outIdx[i]].Server = &s
@@ -367,7 +356,7 @@ func (a *App) SetPolicy(ctx context.Context, c mgmt.Caller, p mgmt.PolicySetPara
 			return nil, err
 		}
 		res.Audit.EventsWritten = 1
-		a.afterChange(ctx, next.Enabled != m.Enabled, []*mgmt.Changed{changed(&next, mgmt.ChangePolicy)})
+		a.afterChange(ctx, next.Enabled != m.Enabled)
 	}
 	res.Server = a.object(ctx, &next)
 	return res, nil
@@ -429,7 +418,7 @@ func (a *App) Uninstall(ctx context.Context, c mgmt.Caller, p mgmt.UninstallPara
 	if err := a.auditChange(ctx, c, AuditUninstall, m.Name, "uninstall "+m.ID); err != nil {
 		return nil, err
 	}
-	a.afterChange(ctx, true, []*mgmt.Changed{changed(&m, mgmt.ChangeRemoved)})
+	a.afterChange(ctx, true)
 	return &mgmt.UninstallResult{Server: was, Audit: mgmt.Audit{EventsWritten: 1}}, nil
 }
 

@@ -179,3 +179,26 @@ func TestInstallReachesAnotherReplica(t *testing.T) {
 		t.Fatalf("call on the other replica: %s %v", out, err)
 	}
 }
+
+// Subscribers of one replica hear of an install made through another: the change
+// notification wakes the replica, whose pass over the installed servers sends
+// mcp/changed.
+func TestInstallNotifiesAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	rs := openReplicas(t, 2)
+	got := make(chan mgmt.Notification, 16)
+	stop, _ := rs[1].Subscribe(func(n mgmt.Notification) { got <- n })
+	defer stop()
+	doc := fmt.Sprintf(`{"mcpServers":{"fx":{"command":%q,"args":["-marker",%q]}}}`, upstreamtest.Fixture(t), upstreamtest.Marker(t))
+	if _, err := mgmt.Checked(rs[0]).Install(ctx, mgmt.Caller{Principal: "default", Owner: true}, mgmt.InstallParams{ConfigJSON: doc}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if c, ok := n.(*mgmt.Changed); !ok || c.Change != mgmt.ChangeInstalled || c.Name != "fx" {
+			t.Fatalf("notification %#v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other replica's subscribers heard nothing")
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/store"
 )
 
@@ -232,13 +233,15 @@ type upstreamSync struct {
 	changed chan struct{} // closed and replaced when synced moves
 	names   map[string]store.MCPServer
 
-	known map[string]syncedServer // the worker's only
+	known  map[string]syncedServer // the worker's only
+	passes int                     // the worker's only
 }
 
 type syncedServer struct {
-	state   UpstreamServerState
-	version uint64
-	digest  string
+	state       UpstreamServerState
+	fingerprint string
+	version     uint64
+	digest      string
 }
 
 func newUpstreamSync(a *App) *upstreamSync {
@@ -340,21 +343,47 @@ func (s *upstreamSync) pass() {
 			}
 		}
 		prev, seen := s.known[m.Name]
-		if seen && prev.state == st && prev.version == cat.Version && prev.digest == cat.Digest {
+		if seen && prev.state == st && prev.fingerprint == m.Fingerprint && prev.version == cat.Version && prev.digest == cat.Digest {
 			continue
 		}
 		if seen && prev.state.ID != st.ID {
 			s.a.onUpstreamRemoved(m.Name) // reinstalled: the old installation's tools go first
+			s.notify(&m, mgmt.ChangeRemoved)
+			seen = false
 		}
-		s.known[m.Name] = syncedServer{state: st, version: cat.Version, digest: cat.Digest}
+		s.known[m.Name] = syncedServer{state: st, fingerprint: m.Fingerprint, version: cat.Version, digest: cat.Digest}
 		s.a.onUpstreamChange(st, cat)
+		switch {
+		case !seen:
+			s.notify(&m, mgmt.ChangeInstalled)
+		case prev.fingerprint != m.Fingerprint:
+			s.notify(&m, mgmt.ChangeUpdated)
+		case prev.state != st:
+			s.notify(&m, mgmt.ChangePolicy)
+		}
 	}
-	for n := range s.known {
+	for n, prev := range s.known {
 		if _, ok := names[n]; !ok {
 			delete(s.known, n)
 			s.a.onUpstreamRemoved(n)
+			gone := store.MCPServer{ID: prev.state.ID, Name: n, WorkspaceID: prev.state.WorkspaceID, Scope: prev.state.Scope}
+			s.notify(&gone, mgmt.ChangeRemoved)
 		}
 	}
+	s.passes++
+}
+
+// notify sends mcp/changed for a change a pass found, whichever process made it. The
+// first pass finds every installed server and reports none: it is this process's
+// starting point, not a change.
+func (s *upstreamSync) notify(m *store.MCPServer, change string) {
+	if s.passes == 0 || !s.a.subs.active() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s.a.subs.publish(&mgmt.Changed{SnapshotVersion: s.a.snapshotVersion(ctx), At: time.Now().Unix(),
+		NotifiedServer: notified(m), Change: change})
 }
 
 // server returns what the last pass knew about the server called name, reading the
