@@ -44,8 +44,13 @@ const DetailsAuditLimit = 20
 // ServerResource is the audit resource of everything about an upstream server.
 func ServerResource(name string) string { return "mcp:" + name }
 
-// workspace resolves a workspace_id ("" is the default one).
+// workspace resolves a workspace_id ("" is the default one). Every method starts
+// here, so it first brings this process up to date with changes another process made
+// (one policy-version read when there is none; refresh).
 func (a *App) workspace(ctx context.Context, id string) (string, error) {
+	if err := a.refresh(ctx); err != nil {
+		a.log.Warn("re-reading the policy before a management request", "err", err)
+	}
 	if id == "" {
 		return store.DefaultWorkspaceID, nil
 	}
