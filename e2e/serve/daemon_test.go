@@ -1,7 +1,6 @@
 package serve
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,79 +21,30 @@ import (
 
 // daemon is one running `toolgate serve`.
 type daemon struct {
-	t      testing.TB
-	cmd    *exec.Cmd
-	url    string
-	data   string
-	ws     string
+	*testenv.Serve
+	t    testing.TB
+	cmd  *exec.Cmd
+	url  string
+	data string
+	ws   string
+	// stderr and done are Serve's, under the names the tests use.
 	stderr *testenv.SyncBuffer
 	done   chan struct{}
-	err    error
 }
-
-var listenLine = regexp.MustCompile(`toolgate: listening on (http://\S+)`)
 
 // env returns the environment for spawned binaries: TOOLGATE_HOME = data.
-func env(data string) []string {
-	var out []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOOLGATE_HOME=") {
-			out = append(out, kv)
-		}
-	}
-	return append(out, "TOOLGATE_HOME="+data)
-}
+func env(data string) []string { return testenv.Env(data) }
 
 // startServe runs `toolgate serve --listen 127.0.0.1:0 [--workspace ws] extra...` over
 // data and waits for its listening line.
 func startServe(t testing.TB, data, ws string, extra ...string) *daemon {
 	t.Helper()
-	args := []string{"serve", "--listen", "127.0.0.1:0"}
+	args := []string{"--listen", "127.0.0.1:0"}
 	if ws != "" {
 		args = append(args, "--workspace", ws)
 	}
-	args = append(args, extra...)
-	d := &daemon{t: t, data: data, ws: ws, stderr: &testenv.SyncBuffer{}, done: make(chan struct{})}
-	d.cmd = exec.Command(testenv.Binary(t), args...)
-	d.cmd.Env = env(data)
-	pr, pw := io.Pipe()
-	d.cmd.Stderr = io.MultiWriter(d.stderr, pw)
-	if err := d.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		d.err = d.cmd.Wait()
-		pw.Close()
-		close(d.done)
-	}()
-	t.Cleanup(func() {
-		d.cmd.Process.Kill()
-		<-d.done
-		if t.Failed() {
-			t.Logf("toolgate serve stderr:\n%s", d.stderr.String())
-		}
-	})
-	found := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			if m := listenLine.FindStringSubmatch(sc.Text()); m != nil {
-				select {
-				case found <- m[1]:
-				default:
-				}
-			}
-		}
-		io.Copy(io.Discard, pr)
-	}()
-	select {
-	case d.url = <-found:
-	case <-d.done:
-		t.Fatalf("serve exited before listening: %v\n%s", d.err, d.stderr.String())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("serve did not start\n%s", d.stderr.String())
-	}
-	return d
+	s := testenv.StartServe(t, data, append(args, extra...)...)
+	return &daemon{Serve: s, t: t, cmd: s.Cmd, url: s.URL, data: data, ws: ws, stderr: s.Stderr, done: s.Done}
 }
 
 func (d *daemon) ownerToken() string {
@@ -107,16 +56,8 @@ func (d *daemon) ownerToken() string {
 	return strings.TrimSpace(string(b))
 }
 
-// signal sends sig and waits for the process to exit.
-func (d *daemon) stop(sig syscall.Signal) error {
-	d.cmd.Process.Signal(sig)
-	select {
-	case <-d.done:
-	case <-time.After(60 * time.Second):
-		d.t.Fatalf("serve did not exit after %v", sig)
-	}
-	return d.err
-}
+// stop sends sig and waits for the process to exit.
+func (d *daemon) stop(sig syscall.Signal) error { return d.Stop(d.t, sig) }
 
 // request sends one HTTP request and returns status, headers and body.
 func request(t testing.TB, method, url, token, body string, hdr ...string) (int, http.Header, []byte) {
@@ -219,16 +160,5 @@ func withTimeout(t *testing.T) context.Context {
 // run runs the toolgate CLI over data and returns stdout, stderr and the exit code.
 func run(t *testing.T, data string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), args...)
-	cmd.Env = env(data)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return testenv.Run(t, data, args...)
 }

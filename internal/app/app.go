@@ -23,7 +23,10 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/datadir"
 	"github.com/toolgate/toolgate/internal/exectoken"
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/policy"
@@ -47,6 +50,13 @@ type Options struct {
 	// Durability is how far a call's audit event has travelled before the tool runs
 	// (store.Durability; docs/performance.md); empty is store.DefaultDurability.
 	Durability store.Durability
+	// Upstreams says whether this process may host the data directory's upstream
+	// servers or only relays to the one that does (default UpstreamsShared).
+	Upstreams UpstreamMode
+	// HostOptions, when set, adjusts the host this process builds if it hosts the
+	// upstream servers (timings in tests); Dialer, Observer, Catalogs and Servers are
+	// the app's and must be kept.
+	HostOptions func(*host.Options)
 }
 
 // TurnRequest opens one turn.
@@ -136,8 +146,23 @@ type App struct {
 	lastGrants []policy.Grant
 	lastNS     map[string]bool
 
-	ut upstreamTools // the upstream servers' tools (upstreamtools.go)
-	cl clients       // the open turns (clients.go)
+	ut     upstreamTools // the upstream servers' tools (upstreamtools.go)
+	bnotes bindingNotes  // when each upstream tool's use was last recorded (bindings.go)
+	cl     clients       // the open turns (clients.go)
+	// The upstream servers (upstreams.go): the keystore their secrets are sealed in,
+	// the dialer the host uses when this process hosts, the data directory's servers
+	// as this process reaches them, and what hands them to the kernel side.
+	ks                *keystore.Keystore
+	dialer            *upstreamDialer
+	up                hostrelay.Upstreams
+	stopUpWatch       func()
+	usync             *upstreamSync
+	onUpstreamChange  func(UpstreamServerState, host.Catalog)
+	onUpstreamRemoved func(name string)
+	callableName      func(server, raw string) string
+	subs              subscribers // management notifications (notify.go)
+	// polSet is the policy the kernel holds, for deciding who administers (mgmtauth.go).
+	polSet atomic.Pointer[policy.Set]
 }
 
 // Open opens (creating if needed) the data directory and its store, seeds the default
@@ -173,7 +198,12 @@ func Open(ctx context.Context, opts Options) (*App, error) {
 		dir = filepath.Dir(st.Path())
 	}
 	a := &App{opts: opts, log: log, st: st, dir: dir, metrics: newMetrics(st)}
+	a.initUpstreamHooks()
 	if err := a.init(ctx); err != nil {
+		st.Close()
+		return nil, err
+	}
+	if err := a.openUpstreams(ctx); err != nil {
 		st.Close()
 		return nil, err
 	}
@@ -251,23 +281,42 @@ func (a *App) refresh(ctx context.Context) error {
 	return a.reload(ctx)
 }
 
-// reload is refresh without the request's memo.
+// reload is refresh without the request's memo. When the policy version moved, the
+// installed servers may have too (an install, an uninstall or a policy change moves it:
+// migration 0005), so the kernel side is brought up to date before the request goes on.
 func (a *App) reload(ctx context.Context) error {
+	moved, err := a.reloadPolicy(ctx)
+	if moved && a.usync != nil {
+		if a.up != nil && a.st.Dialect() == "postgres" {
+			// Replicas share the database, not the host: this replica's host catches up
+			// with servers installed or changed through another one.
+			if rerr := a.up.Reload(ctx); rerr != nil {
+				a.log.Warn("making the upstream host re-read the installed servers", "err", rerr)
+			}
+		}
+		a.usync.request(ctx, true)
+	}
+	return err
+}
+
+// reloadPolicy re-reads grants and namespaces when the policy version moved; moved
+// reports whether it had.
+func (a *App) reloadPolicy(ctx context.Context) (moved bool, err error) {
 	seq := a.refreshSeq.Add(1)
 	ver, current, err := a.policyCurrent(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	if current {
-		return nil // nothing changed since the policy the kernel holds was loaded
+		return false, nil // nothing changed since the policy the kernel holds was loaded
 	}
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
-		return fmt.Errorf("loading grants: %w", err)
+		return true, fmt.Errorf("loading grants: %w", err)
 	}
 	ns, err := a.st.Namespaces(ctx)
 	if err != nil {
-		return fmt.Errorf("loading namespaces: %w", err)
+		return true, fmt.Errorf("loading namespaces: %w", err)
 	}
 	a.mu.Lock()
 	grantsChanged := !reflect.DeepEqual(grants, a.lastGrants)
@@ -276,20 +325,21 @@ func (a *App) reload(ctx context.Context) error {
 	if grantsChanged {
 		if set, err = policy.Compile(grants); err != nil {
 			// Fail closed: an unreadable grant (a deny among them) must not be skipped.
-			return fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
+			return true, fmt.Errorf("%w (fix or remove it with `toolgate grant rm`)", err)
 		}
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if seq <= a.appliedSeq {
-		return nil // a later refresh already applied newer state
+		return true, nil // a later refresh already applied newer state
 	}
 	if set, err = a.recheckGrants(grants, set); err != nil {
-		return err
+		return true, err
 	}
 	a.appliedSeq = seq
 	if set != nil {
 		a.k.SetPolicy(set)
+		a.polSet.Store(set)
 		a.lastGrants = grants
 		a.policyGen.Add(1)
 	}
@@ -299,7 +349,7 @@ func (a *App) reload(ctx context.Context) error {
 		a.policyGen.Add(1)
 	}
 	a.policyLoaded(ver)
-	return nil
+	return true, nil
 }
 
 // OpenTurn resolves a principal's catalogue once and returns the turn serving it. The
@@ -528,14 +578,17 @@ func (a *App) Shutdown() int {
 	return a.k.Shutdown()
 }
 
-// Close shuts the kernel down (Shutdown), stops watching for changes and closes the
-// store last, so a command that did not call Shutdown still loses no outcome.
+// Close shuts the kernel down (Shutdown: every call's outcome is written), stops
+// watching for changes, stops the upstream servers this process hosts (in parallel,
+// bounded; no child is left running) and closes the store last, so a command that did
+// not call Shutdown still loses no outcome.
 func (a *App) Close() error {
 	a.Shutdown()
 	if a.stopWatch != nil {
 		a.stopWatch()
 	}
-	return a.st.Close()
+	uerr := a.closeUpstreams()
+	return errors.Join(uerr, a.st.Close())
 }
 
 // ServerInfo is how every MCP surface names itself: initialize's serverInfo and

@@ -3,12 +3,14 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/mgmt"
 )
 
 // BenchmarkAppCallAuthorized is one authorized call end to end below the transport:
@@ -32,6 +34,33 @@ func BenchmarkAppCallAuthorized(b *testing.B) {
 		r, err := tr.CallTool(ctx, req)
 		if err != nil || r.IsError {
 			b.Fatalf("%v %+v", err, r)
+		}
+	}
+}
+
+// BenchmarkManageList is mcp/list over 20 installed servers (not started): the snapshot
+// version, the store's rows and one host snapshot, with each definition read back.
+func BenchmarkManageList(b *testing.B) {
+	ctx := context.Background()
+	a, err := app.Open(ctx, app.Options{DataDir: filepath.Join(b.TempDir(), "data")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	m := mgmt.Checked(a)
+	servers := map[string]any{}
+	for i := range 20 {
+		servers[fmt.Sprintf("s%02d", i)] = map[string]any{"command": "/bin/true", "args": []string{"-x"}, "env": map[string]string{"K": "v"}}
+	}
+	doc, _ := json.Marshal(map[string]any{"mcpServers": servers})
+	if res, err := m.Install(ctx, mgmt.Caller{Principal: "default", Owner: true}, mgmt.InstallParams{ConfigJSON: string(doc)}); err != nil || res.Status != mgmt.InstallOK {
+		b.Fatalf("%+v %v", res, err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		r, err := m.List(ctx, mgmt.Caller{}, mgmt.ListParams{})
+		if err != nil || len(r.Servers) != 20 {
+			b.Fatal(err)
 		}
 	}
 }

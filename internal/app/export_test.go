@@ -1,6 +1,9 @@
 package app
 
-import "github.com/toolgate/toolgate/internal/hostrelay"
+import (
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/hostrelay"
+)
 
 // PolicyLoads reports how many times a has read grants and namespaces from its store
 // in full (not counting the cheap policy-version reads that found nothing changed).
@@ -19,3 +22,10 @@ func PolicyReads(a *App) int64 { return a.pol.reads.Load() }
 
 // UseUpstreams makes a's upstream tools call up (this process's host in a test).
 func UseUpstreams(a *App, up hostrelay.Upstreams) { a.ut.up = up }
+
+// SetUpstreamHooks makes every App opened until reset call the hooks hooks returns for
+// it where the kernel side's hooks will be; reset restores the no-ops.
+func SetUpstreamHooks(hooks func(*App) (change func(UpstreamServerState, host.Catalog), removed func(string))) (reset func()) {
+	testUpstreamHooks = func(a *App) { a.onUpstreamChange, a.onUpstreamRemoved = hooks(a) }
+	return func() { testUpstreamHooks = nil }
+}

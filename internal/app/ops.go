@@ -44,6 +44,8 @@ func (t turn) observe(req *mcpspec.CallRequest, res *mcpspec.CallResult, err err
 	tool, ok := t.Turn.ToolID(req.Name)
 	if !ok {
 		tool = metrics.Other
+	} else if err == nil && res != nil {
+		t.a.noteBinding(tool)
 	}
 	outcome = metrics.OutcomeOK
 	switch {

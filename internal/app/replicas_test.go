@@ -3,16 +3,21 @@ package app_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
+	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
 // openReplicas opens n Apps on one PostgreSQL database, each with its own data
@@ -149,4 +154,51 @@ func BenchmarkGrantChangeReachesAnotherReplica(b *testing.B) {
 		total += time.Since(committed)
 	}
 	b.ReportMetric(float64(total.Microseconds())/float64(i), "µs/propagation")
+}
+
+// A server installed through one replica is hosted by another at its next request:
+// replicas share the database, each hosts the servers itself.
+func TestInstallReachesAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	rs := openReplicas(t, 2)
+	marker := upstreamtest.Marker(t)
+	doc := fmt.Sprintf(`{"mcpServers":{"fx":{"command":%q,"args":["-marker",%q]}}}`, upstreamtest.Fixture(t), marker)
+	if res, err := mgmt.Checked(rs[0]).Install(ctx, mgmt.Caller{Principal: "default", Owner: true}, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	tr, err := rs[1].OpenTurn(ctx, app.TurnRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	if _, ok, err := rs[1].Upstreams().Status(ctx, "fx"); err != nil || !ok {
+		t.Fatalf("the other replica does not host the server: %v %v", ok, err)
+	}
+	out, err := rs[1].Upstreams().Call(ctx, "fx", "tools/call", json.RawMessage(`{"name":"echo","arguments":{"text":"r2"}}`), host.CallOptions{})
+	if err != nil || !strings.Contains(string(out), "r2") {
+		t.Fatalf("call on the other replica: %s %v", out, err)
+	}
+}
+
+// Subscribers of one replica hear of an install made through another: the change
+// notification wakes the replica, whose pass over the installed servers sends
+// mcp/changed.
+func TestInstallNotifiesAnotherReplica(t *testing.T) {
+	ctx := context.Background()
+	rs := openReplicas(t, 2)
+	got := make(chan mgmt.Notification, 16)
+	stop, _ := rs[1].Subscribe(func(n mgmt.Notification) { got <- n })
+	defer stop()
+	doc := fmt.Sprintf(`{"mcpServers":{"fx":{"command":%q,"args":["-marker",%q]}}}`, upstreamtest.Fixture(t), upstreamtest.Marker(t))
+	if _, err := mgmt.Checked(rs[0]).Install(ctx, mgmt.Caller{Principal: "default", Owner: true}, mgmt.InstallParams{ConfigJSON: doc}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case n := <-got:
+		if c, ok := n.(*mgmt.Changed); !ok || c.Change != mgmt.ChangeInstalled || c.Name != "fx" {
+			t.Fatalf("notification %#v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other replica's subscribers heard nothing")
+	}
 }

@@ -14,6 +14,11 @@ type Filter struct {
 	CallID   string
 	// Since is inclusive and Until exclusive.
 	Since, Until time.Time
+	// Resource is an exact resource ("mcp:NAME" for an upstream server's events).
+	Resource string
 	// Limit caps the number of events; 0 means no cap.
 	Limit int
+	// Last selects the Limit newest matching events instead of the oldest (still
+	// returned in ascending seq order).
+	Last bool
 }

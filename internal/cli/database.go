@@ -32,6 +32,12 @@ func (e *Env) DatabaseURL() (string, error) {
 // openApp opens the App over dataDir (the keystore key, the owner token) and the store
 // the command line selects.
 func (e *Env) openApp(ctx context.Context, dataDir string, tools []*kernel.Tool, log *slog.Logger) (*app.App, error) {
+	return e.openAppWith(ctx, app.Options{DataDir: dataDir, Tools: tools, Logger: log})
+}
+
+// openAppWith is openApp with the rest of o given (the store is still the command
+// line's).
+func (e *Env) openAppWith(ctx context.Context, o app.Options) (*app.App, error) {
 	dbURL, err := e.DatabaseURL()
 	if err != nil {
 		return nil, err
@@ -40,7 +46,8 @@ func (e *Env) openApp(ctx context.Context, dataDir string, tools []*kernel.Tool,
 	if err != nil {
 		return nil, err
 	}
-	a, err := app.Open(ctx, app.Options{DataDir: dataDir, DatabaseURL: dbURL, Tools: tools, Logger: log, Durability: d})
+	o.DatabaseURL, o.Durability = dbURL, d
+	a, err := app.Open(ctx, o)
 	if err == nil {
 		e.opened.Store(a)
 	}

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/mcpconfig"
 	"github.com/toolgate/toolgate/internal/mgmt"
 )
@@ -28,19 +30,39 @@ func init() {
 	register(56, newDetailsCmd)
 }
 
-// errManagerUnavailable is what the management commands say until openManager is
-// wired to the daemon and the app.
-var errManagerUnavailable = errors.New("managing MCP servers is not available yet in this build: " +
-	"neither a running daemon's /v1/rpc nor the data directory can serve it")
-
 // openManager returns the management protocol's implementation for env's data
-// directory: a mgmt.Client of the daemon serving it when one does (discovered from the
-// file the daemon writes there), else the app opened in-process, with the caller it
-// acts as (the owner, for a person at the data directory). close releases what it
-// opened. The commands wrap what it returns in mgmt.Checked, so both paths read params
-// the same way.
+// directory: a mgmt.Client of the daemon serving it when one does (app.FindDaemon: the
+// daemon.json it writes there, a stale one detected), authenticated with the data
+// directory's owner token, else the app opened in-process, with the caller it acts as
+// (the owner, for a person at the data directory). release closes what it opened. The
+// commands wrap what it returns in mgmt.Checked, so both paths read params the same
+// way; both run the same app methods, in the daemon or here.
 var openManager = func(ctx context.Context, env *Env) (m mgmt.Manager, who mgmt.Caller, release func() error, err error) {
-	return nil, mgmt.Caller{}, nil, errManagerUnavailable
+	who = mgmt.Caller{Principal: app.DefaultPrincipal, Owner: true}
+	dataDir, err := env.DataDir()
+	if err != nil {
+		return nil, who, nil, err
+	}
+	info, running, err := app.FindDaemon(dataDir)
+	if err != nil {
+		return nil, who, nil, err
+	}
+	if running {
+		tok, err := app.OwnerTokenOf(dataDir)
+		if err != nil {
+			return nil, who, nil, fmt.Errorf("the daemon at %s serves this data directory, but: %w", info.URL, err)
+		}
+		return mgmt.NewClient(info.URL, tok, nil), who, nil, nil
+	}
+	// A command relays to the process hosting the upstream servers, if one does, and
+	// never hosts them itself: `toolgate ls` must not start every required server for
+	// the length of one command. With none hosting, it reports what the store has.
+	log := slog.New(slog.NewTextHandler(env.Err, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	a, err := env.openAppWith(ctx, app.Options{DataDir: dataDir, Logger: log, Upstreams: app.UpstreamsRelayOnly})
+	if err != nil {
+		return nil, who, nil, err
+	}
+	return a, who, a.Close, nil
 }
 
 // manageFlags are the flags every management command shares.

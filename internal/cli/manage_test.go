@@ -13,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/mgmt/mgmttest"
+	"github.com/toolgate/toolgate/internal/testenv"
 )
 
 // withManager points the management commands at m for one test, acting as the owner.
@@ -48,10 +49,19 @@ func runManage(t *testing.T, stdin string, args ...string) (code int, out, errOu
 	return code, o.String(), e.String()
 }
 
-func TestManageNotAvailableYet(t *testing.T) {
-	for _, args := range [][]string{{"ls"}, {"install", "-"}, {"details", "x"}, {"restart", "x"}, {"uninstall", "x"}, {"policy", "set", "x", "--enabled=false"}} {
-		code, out, errOut := runManage(t, `{"mcpServers":{}}`, args...)
-		if code != 1 || out != "" || !strings.Contains(errOut, "not available yet") {
+// TestManageInProcess: with no daemon serving the data directory, the commands open it
+// themselves (the real app, not a fake) and answer from it.
+func TestManageInProcess(t *testing.T) {
+	t.Setenv("TOOLGATE_HOME", testenv.PrivateDir(t))
+	if code, out, errOut := runManage(t, "", "ls"); code != 0 || !strings.HasPrefix(out, "no MCP servers installed") {
+		t.Errorf("ls: code %d, out %q, err %q", code, out, errOut)
+	}
+	if code, out, _ := runManage(t, `{"mcpServers":{}}`, "install", "-"); code != 1 || !strings.Contains(out, "status: validation_error") {
+		t.Errorf("install of nothing: code %d, out %q", code, out)
+	}
+	for _, args := range [][]string{{"details", "x"}, {"restart", "x"}, {"uninstall", "x"}, {"policy", "set", "x", "--enabled=false"}} {
+		code, out, errOut := runManage(t, "", args...)
+		if code != 1 || out != "" || !strings.Contains(errOut, `no server "x" installed`) {
 			t.Errorf("%v: code %d, out %q, err %q", args, code, out, errOut)
 		}
 	}

@@ -30,11 +30,12 @@ func newServeCmd(env *Env) *cobra.Command {
 	var f serveFlags
 	cmd := &cobra.Command{
 		Use:   "serve",
-		Short: "Run the daemon: /mcp, /v1/tools, /v1/tools/invoke, /healthz, /readyz and /metrics on one listener",
+		Short: "Run the daemon: /mcp, /v1/tools, /v1/tools/invoke, /v1/rpc, /healthz, /readyz and /metrics on one listener",
 		Long: `serve runs toolgate as a daemon over the data directory. One HTTP server carries
   /mcp               MCP over Streamable HTTP; each session gets its own turn and catalogue
   /v1/tools          GET: the caller's effective catalogue (the same as tools/list)
   /v1/tools/invoke   POST {"name","arguments"}: the same ToolCall as tools/call
+  /v1/rpc            the management protocol (POST, WebSocket): install and manage MCP servers
   /healthz           GET: liveness, no authentication
   /readyz            GET: readiness (the store answers, its schema is current), no authentication
   /metrics           GET: Prometheus metrics, the owner token only
@@ -106,6 +107,7 @@ func runServe(ctx context.Context, env *Env, f serveFlags) error {
 	fmt.Fprintf(w, "toolgate: MCP endpoint %s/mcp; connect with:\n", base)
 	fmt.Fprintf(w, "  curl -s %s/v1/tools -H \"Authorization: Bearer $(cat %s)\"\n", base, tokenPath)
 	fmt.Fprintf(w, "  or mint a token for a principal: toolgate token mint --principal NAME\n")
+	fmt.Fprintf(w, "toolgate: management protocol %s/v1/rpc (toolgate install, ls, policy set, restart, uninstall, details use it)\n", base)
 	// Last, so that a supervisor waiting for this line has seen everything above.
 	fmt.Fprintf(w, "toolgate: listening on %s\n", base)
 

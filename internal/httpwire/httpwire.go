@@ -61,6 +61,35 @@ var (
 	Internal           = Refusal{Status: http.StatusInternalServerError, Code: "internal_error"}
 )
 
+// The management protocol (/v1/rpc, internal/mgmt) answers its refusals with a
+// JSON-RPC error body carrying a stable data.code; RPCStatus gives each code that is a
+// refusal its status, from the rows above where the meaning is the same.
+var (
+	Forbidden          = Refusal{Status: http.StatusForbidden, Code: "forbidden"}
+	Unavailable        = Refusal{Status: http.StatusServiceUnavailable, Code: "unavailable"}
+	TooManyConnections = Refusal{Status: http.StatusServiceUnavailable, Code: "too_many_connections"}
+)
+
+// RPCStatus is the HTTP status of a /v1/rpc answer whose error has the stable code
+// code: a refusal before the request was read (path, method, token, size, sockets,
+// shutdown) or a body that is not one request (parse_error, invalid_request). Every
+// other answer — a result, or a method's error such as unknown_server — is 200, as
+// JSON-RPC over HTTP has it (docs/management.md, "Errors").
+func RPCStatus(code string) int {
+	for _, r := range []Refusal{Unauthorized, Forbidden, TooLarge, MethodNotAllowed, Unavailable, TooManyConnections, InvalidRequest} {
+		if r.Code == code {
+			return r.Status
+		}
+	}
+	switch code {
+	case "not_found":
+		return NotFound.Status
+	case "parse_error":
+		return Unreadable
+	}
+	return http.StatusOK
+}
+
 // Unreadable is the status of a body that could not be read as JSON-RPC (not JSON, an
 // empty batch, a request refused before it runs): the JSON-RPC error is its body.
 const Unreadable = http.StatusBadRequest

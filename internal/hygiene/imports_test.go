@@ -87,7 +87,9 @@ func TestImportRules(t *testing.T) {
 	for _, p := range []string{"internal/mcpserver", "internal/httpapi", "internal/httpwire"} {
 		rule(p, "a surface reaches the kernel only through the Turn interface it declares", is("internal/kernel", "internal/app", "internal/store", "internal/policy", "internal/audit"), true)
 	}
-	for _, p := range []string{"internal/upstream", "internal/host", "internal/upstreamtools"} {
+	rule("internal/mgmt", "the management protocol serves a Manager: it decides nothing about servers itself",
+		is("internal/kernel", "internal/app", "internal/store", "internal/host", "internal/hostrelay", "internal/policy", "internal/audit"), true)
+	for _, p := range []string{"internal/upstream", "internal/host", "internal/hostrelay", "internal/upstreamtools"} {
 		rule(p, "the client side does not import the server side", is("internal/mcpserver", "internal/httpapi", "internal/cli", "internal/app"), true)
 	}
 	rule("internal/upstreamtools", "upstream tools are kernel tools: no store, no HTTP server, no local tools",

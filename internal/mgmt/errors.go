@@ -4,9 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+
+	"github.com/toolgate/toolgate/internal/httpwire"
 )
 
 // Stable error codes: the data.code of every JSON-RPC error the protocol answers with.
@@ -53,35 +54,14 @@ var rpcCodes = map[string]int64{
 	CodeInternal:         jsonrpc.CodeInternalError,
 }
 
-// httpStatus is the one place that decides the HTTP status of a refusal on /v1/rpc —
-// a request turned away before it was read as a request (path, method,
-// authentication, size, socket slots, shutdown) or a body that is not one request
-// (parse_error, invalid_request) — by its stable code. It is deliberately a single
-// small switch so that it can be folded into serve's one HTTP error map. Every answer
-// to a request that was read, a result or a method's error (unknown_server,
-// unavailable, …), is 200 as JSON-RPC over HTTP has it, with the error in the body;
-// servePost writes those without asking here. The body of every refusal is a JSON-RPC
-// error object too (id null, or the id when the message had a usable one), so a
-// client reads one shape.
-func httpStatus(code string) int {
-	switch code {
-	case CodeUnauthorized:
-		return http.StatusUnauthorized
-	case CodeForbidden:
-		return http.StatusForbidden
-	case CodeTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case CodeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case CodeTooManySockets, CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeParseError, CodeInvalidRequest:
-		return http.StatusBadRequest
-	}
-	return http.StatusOK
-}
+// httpStatus is the HTTP status of a refusal on /v1/rpc by its stable code, from
+// serve's one HTTP error map (httpwire.RPCStatus): a request turned away before it was
+// read as a request, or a body that is not one request. Every answer to a request that
+// was read, a result or a method's error (unknown_server, unavailable, …), is 200 with
+// the error in the body; servePost writes those without asking here. The body of every
+// refusal is a JSON-RPC error object too (id null, or the id when the message had a
+// usable one), so a client reads one shape.
+func httpStatus(code string) int { return httpwire.RPCStatus(code) }
 
 // Error is a management error with its stable code. A Manager returns one (through
 // errors.As, so it may be wrapped) for anything a client should be told; any other

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"github.com/toolgate/toolgate/internal/httpwire"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 )
 
@@ -282,19 +283,11 @@ func writeAnswer(w http.ResponseWriter, status int, body []byte) {
 	_, _ = w.Write(body)
 }
 
-// bearer reads "Authorization: Bearer TOKEN", from the header only (never the URL):
-// exactly one such header, scheme Bearer.
+// bearer reads the bearer token the one way every HTTP surface does (httpwire.Bearer:
+// the Authorization header only, never the URL; exactly one, scheme Bearer).
 func bearer(r *http.Request) (string, bool) {
-	vals := r.Header.Values("Authorization")
-	if len(vals) != 1 {
-		return "", false
-	}
-	scheme, tok, ok := strings.Cut(vals[0], " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") {
-		return "", false
-	}
-	tok = strings.TrimSpace(tok)
-	return tok, tok != ""
+	tok, present, ok := httpwire.Bearer(r)
+	return tok, present && ok
 }
 
 // readBody reads at most max bytes; a declared length over max is refused before any

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -123,6 +124,9 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	if f.CallID != "" {
 		add("call_id = $%d", enc(f.CallID))
 	}
+	if f.Resource != "" {
+		add("resource = $%d", enc(f.Resource))
+	}
 	if !f.Since.IsZero() {
 		add("time >= $%d", formatTime(audit.Truncate(f.Since)))
 	}
@@ -134,7 +138,11 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	q += " ORDER BY seq"
+	if f.Last && f.Limit > 0 {
+		q += " ORDER BY seq DESC"
+	} else {
+		q += " ORDER BY seq"
+	}
 	if f.Limit > 0 {
 		params = append(params, f.Limit)
 		q += fmt.Sprintf(" LIMIT $%d", len(params))
@@ -172,6 +180,9 @@ func (s *Store) ListAudit(ctx context.Context, f audit.Filter) ([]audit.Event, e
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("listing audit events: %w", err)
+	}
+	if f.Last && f.Limit > 0 {
+		slices.Reverse(out)
 	}
 	return out, nil
 }

@@ -21,6 +21,9 @@ type Topic string
 // trigger in the PostgreSQL migration that adds their table (docs/storage.md).
 const TopicPolicy Topic = "policy"
 
+// TopicMCP covers installed MCP servers and their catalogues, what MCPSnapshot counts.
+const TopicMCP Topic = "mcp"
+
 // ChangesChannel is the PostgreSQL NOTIFY channel the migrations' triggers send a
 // topic name on, in the transaction of the change (so it is delivered on commit, and
 // never for a change rolled back).

@@ -319,3 +319,7 @@ func BenchmarkPolicyVersionPostgres(b *testing.B) {
 		}
 	}
 }
+
+func TestPostgresMCP(t *testing.T) {
+	storetest.RunMCP(t, func(t *testing.T) storetest.MCPStore { return openPG(t) })
+}

@@ -22,3 +22,7 @@ func openTemp(t testing.TB, opts ...store.Option) *store.Store {
 func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
 }
+
+func TestSQLiteMCP(t *testing.T) {
+	storetest.RunMCP(t, func(t *testing.T) storetest.MCPStore { return openTemp(t) })
+}

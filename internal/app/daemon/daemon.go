@@ -1,6 +1,7 @@
 // Package daemon is toolgate serve's HTTP server over one App: a listener carrying /mcp
 // (MCP over Streamable HTTP, a session per initialize), /v1/tools and /v1/tools/invoke
-// (the HTTP API), /healthz, /readyz and /metrics, behind the Host/Origin guard, and its orderly shutdown.
+// (the HTTP API), /v1/rpc (the management protocol, POST and WebSocket), /healthz,
+// /readyz and /metrics, behind the Host/Origin guard, and its orderly shutdown.
 // It is the app's: the CLI and tests import it, no other package does. See
 // docs/kernel.md ("toolgate serve") and docs/architecture.md.
 package daemon
@@ -19,6 +20,7 @@ import (
 	"github.com/toolgate/toolgate/internal/httpapi"
 	"github.com/toolgate/toolgate/internal/listenaddr"
 	"github.com/toolgate/toolgate/internal/mcpserver"
+	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
@@ -43,6 +45,7 @@ const AnswerGrace = 5 * time.Second
 type Daemon struct {
 	a       *app.App
 	mcp     *mcpserver.Handler
+	mgmt    *mgmt.Handler
 	srv     *http.Server
 	addr    *net.TCPAddr
 	url     string
@@ -100,6 +103,19 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 		mcpH.Close()
 		return nil, err
 	}
+	// The management protocol (docs/management.md): the owner token, or a principal
+	// holding an allow grant on toolgate.admin. Its sockets are cross-origin only for
+	// the names --allow-host adds.
+	mgmtH, err := mgmt.NewHandler(mgmt.Options{
+		Manager:        a,
+		Authenticate:   a.ManagementAuth(owner),
+		OriginPatterns: opts.AllowedHosts,
+		Logger:         log,
+	})
+	if err != nil {
+		mcpH.Close()
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	// /mcp is one explicit route, not "POST /mcp" and "DELETE /mcp" patterns: the
 	// contract answers any other method 405 with a JSON body and Allow: POST, DELETE,
@@ -108,6 +124,7 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 	// routes and /healthz are method patterns (their 405 is the mux's, with Allow).
 	mux.Handle("/mcp", mcpH)
 	mux.Handle("/v1/", apiH)
+	mux.Handle(mgmt.Path, mgmtH)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		w.Header().Set("Cache-Control", "no-store")
@@ -133,12 +150,18 @@ func Start(a *app.App, opts Options) (*Daemon, error) {
 	if err != nil {
 		stopWatch()
 		mcpH.Close()
+		mgmtH.Close()
 		return nil, fmt.Errorf("listening on %s: %w", opts.Listen, err)
 	}
 	addr := ln.Addr().(*net.TCPAddr)
-	d := &Daemon{a: a, mcp: mcpH, srv: srv, addr: addr, url: listenaddr.BaseURL(host, addr),
+	d := &Daemon{a: a, mcp: mcpH, mgmt: mgmtH, srv: srv, addr: addr, url: listenaddr.BaseURL(host, addr),
 		created: created, served: make(chan error, 1), stopWatch: stopWatch}
 	go func() { d.served <- srv.Serve(ln) }()
+	// The management commands find the daemon through this file (app.DaemonFile);
+	// without it they open the data directory themselves, which is still correct.
+	if err := a.WriteDaemonFile(d.url); err != nil {
+		log.Warn("the management commands will not find this daemon", "err", err)
+	}
 	return d, nil
 }
 
@@ -178,12 +201,14 @@ func (d *Daemon) Wait(ctx context.Context) error {
 // close. The store stays open: the caller closes the App last. It returns how many
 // calls were cancelled.
 func (d *Daemon) Shutdown(hurry context.Context, drain time.Duration) (cancelled int, err error) {
+	d.a.RemoveDaemonFile() // management commands stop coming here
 	dctx, cancel := context.WithTimeout(hurry, drain)
 	defer cancel()
 	err = d.srv.Shutdown(dctx)
 	cancelled = d.a.Shutdown()
 	d.stopWatch()
-	d.mcp.Close() // ends the sessions, and with them their open event streams
+	d.mcp.Close()  // ends the sessions, and with them their open event streams
+	d.mgmt.Close() // management sockets: hijacked, so Shutdown did not wait for them
 	if err != nil {
 		gctx, gcancel := context.WithTimeout(context.Background(), AnswerGrace)
 		defer gcancel()

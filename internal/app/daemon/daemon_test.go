@@ -24,9 +24,15 @@ func openApp(t *testing.T) *app.App {
 	return a
 }
 
-func get(t *testing.T, url, token string) (int, string) {
+func get(t *testing.T, url, token string) (int, string) { return do(t, "GET", url, token, "") }
+
+// do sends one request (a JSON body when body is set) and returns status and body.
+func do(t *testing.T, method, url, token, body string) (int, string) {
 	t.Helper()
-	req, _ := http.NewRequest("GET", url, nil)
+	req, _ := http.NewRequest(method, url, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}

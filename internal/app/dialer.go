@@ -1,0 +1,205 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/keystore"
+	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/netguard"
+	"github.com/toolgate/toolgate/internal/upstream"
+)
+
+// dialConfig is what a host.Definition's Config holds for an installed server: its
+// normalised definition (secret names and digests, never a value) and the keystore
+// scope its secrets are sealed under. The host hands it to upstreamDialer unchanged.
+type dialConfig struct {
+	server  mcpconfig.Server
+	ksScope string
+}
+
+// upstreamDialer is the host's Dialer over internal/upstream: a stdio server is started
+// as its literal argv with its declared environment over upstream.BaseEnv (never
+// toolgate's own), an HTTP or SSE one is reached through netguard's guarded transport.
+// Secrets are opened from the keystore here, at the moment of the dial, and nowhere
+// else (docs/keystore.md): an argv and environment are handed to the process and
+// dropped; header values stay inside the connection's header source.
+type upstreamDialer struct {
+	ks  *keystore.Keystore
+	log *slog.Logger
+	// stopGrace bounds each stage of a process's stop (0: upstream's default).
+	stopGrace time.Duration
+}
+
+func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, error) {
+	cfg, ok := req.Config.(dialConfig)
+	if !ok {
+		return nil, fmt.Errorf("dialing %q: the definition is not an installed server's", req.Server)
+	}
+	src := d.ks.Server(cfg.ksScope, cfg.server.Name)
+	opts := upstream.Options{
+		Name:   cfg.server.Name,
+		Logger: d.log,
+		OnNotification: func(n upstream.Notification) {
+			if req.Notify != nil {
+				req.Notify(n.Method, n.Params)
+			}
+		},
+	}
+	t := &cfg.server.Transport
+	switch t.Kind {
+	case mcpconfig.Stdio:
+		return d.dialStdio(ctx, cfg.server.Name, t, src, opts)
+	case mcpconfig.HTTP, mcpconfig.SSE:
+		return d.dialHTTP(ctx, t, src, opts)
+	}
+	return nil, fmt.Errorf("dialing %q: unknown transport %q", req.Server, t.Kind)
+}
+
+func (d *upstreamDialer) dialStdio(ctx context.Context, name string, t *mcpconfig.Transport, src mcpconfig.SecretSource, opts upstream.Options) (host.Session, error) {
+	argv, err := t.Argv(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("starting %q: %w", name, err)
+	}
+	environ, err := t.Environ(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("starting %q: %w", name, err)
+	}
+	env := make(map[string]string, len(environ))
+	for _, kv := range environ {
+		for i := 0; i < len(kv); i++ {
+			if kv[i] == '=' {
+				env[kv[:i]] = kv[i+1:]
+				break
+			}
+		}
+	}
+	p, err := upstream.Start(upstream.Spec{Name: name, Command: argv[0], Args: argv[1:], Env: env, Dir: t.Cwd,
+		StopGrace: d.stopGrace, Logger: d.log})
+	if err != nil {
+		return nil, err // names the server and the program, never an argument or a value
+	}
+	c, err := upstream.DialStdio(ctx, p, opts)
+	if err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), host.DefaultStopTimeout)
+		defer cancel()
+		_ = p.Stop(sctx)
+		return nil, authErr(err)
+	}
+	return &upstreamSession{c: c, p: p}, nil
+}
+
+func (d *upstreamDialer) dialHTTP(ctx context.Context, t *mcpconfig.Transport, src mcpconfig.SecretSource, opts upstream.Options) (host.Session, error) {
+	// The server's reach: loopback only when its URL names loopback, plain http only
+	// to loopback, the default denied ranges (metadata endpoints, …) never
+	// (docs/trust.md).
+	guard := netguard.NewGuard(netguard.Policy{}, nil)
+	if _, err := netguard.ValidateURL(t.URL, guard.Policy()); err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", t.DisplayURL(), err)
+	}
+	endpoint, err := t.Endpoint(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	hs, err := t.HeaderValues(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	kind := upstream.HTTPAuto
+	if t.Kind == mcpconfig.SSE {
+		kind = upstream.HTTPSSE
+	}
+	tr := netguard.NewTransport(guard)
+	c, err := upstream.DialHTTP(ctx, upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind,
+		Headers: sealedHeaders(hs), Transport: tr}, opts)
+	if err != nil {
+		tr.CloseIdleConnections()
+		return nil, authErr(err)
+	}
+	return &upstreamSession{c: c, tr: tr}, nil
+}
+
+// sealedHeaders is an upstream.HeaderSource over header values opened at the dial:
+// each request gets them, to the server's origin only (upstream's header transport);
+// they are never logged (keystore.Secret prints redacted).
+type sealedHeaders []mcpconfig.Header
+
+func (s sealedHeaders) Header(context.Context) (http.Header, error) {
+	h := make(http.Header, len(s))
+	for _, v := range s {
+		h.Set(v.Name, v.Value.RevealString())
+	}
+	return h, nil
+}
+
+// authErr makes an upstream's refusal of our credentials host.ErrAuthRequired, which
+// parks the server in auth_required rather than retrying it (no retry storm).
+func authErr(err error) error {
+	var ae *upstream.AuthRequiredError
+	if errors.As(err, &ae) && !ae.InsufficientScope() {
+		return fmt.Errorf("%w: %w", host.ErrAuthRequired, err)
+	}
+	return err
+}
+
+// upstreamSession is a host.Session over one upstream connection and, for stdio, its
+// process.
+type upstreamSession struct {
+	c  *upstream.Conn
+	p  *upstream.Process // nil for HTTP
+	tr *http.Transport   // nil for stdio
+}
+
+func (s *upstreamSession) Info() host.SessionInfo {
+	hs := s.c.Handshake()
+	return host.SessionInfo{ProtocolVersion: hs.ProtocolVersion, ServerInfo: hs.ServerInfo,
+		Capabilities: hs.Capabilities, Instructions: hs.Instructions}
+}
+
+func (s *upstreamSession) Call(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	var res json.RawMessage
+	var err error
+	if opts.Progress != nil {
+		res, err = s.c.CallWithProgress(ctx, method, params, opts.Progress)
+	} else {
+		res, err = s.c.Call(ctx, method, params)
+	}
+	if err != nil {
+		return nil, authErr(err)
+	}
+	return res, nil
+}
+
+func (s *upstreamSession) Ping(ctx context.Context) error { return s.c.Ping(ctx) }
+
+// Close ends the connection, then stops the process: stdin closed, SIGTERM, SIGKILL to
+// its group (upstream.Process.Stop), by ctx's deadline.
+func (s *upstreamSession) Close(ctx context.Context) error {
+	err := s.c.Close()
+	if s.p != nil {
+		if perr := s.p.Stop(ctx); perr != nil {
+			return perr
+		}
+		return nil
+	}
+	s.tr.CloseIdleConnections()
+	return err
+}
+
+func (s *upstreamSession) Done() <-chan struct{} { return s.c.Done() }
+func (s *upstreamSession) Err() error            { return s.c.Err() }
+
+// StderrTail is the process's stderr tail with its declared secret values replaced
+// (upstream.Process redacts them); HTTP servers have none.
+func (s *upstreamSession) StderrTail() string {
+	if s.p == nil {
+		return ""
+	}
+	return s.p.StderrTail()
+}
