@@ -236,6 +236,11 @@ type upstreamSync struct {
 
 	known  map[string]syncedServer // the worker's only
 	passes int                     // the worker's only
+	primed map[string]time.Time    // the worker's only: first catalogue fetches started (prime)
+	primes sync.WaitGroup          // those fetches, waited for by close
+	// stopPrimes ends those fetches when the App closes.
+	primeCtx   context.Context
+	stopPrimes context.CancelFunc
 }
 
 type syncedServer struct {
@@ -247,7 +252,9 @@ type syncedServer struct {
 
 func newUpstreamSync(a *App) *upstreamSync {
 	s := &upstreamSync{a: a, kick: make(chan struct{}, 1), quit: make(chan struct{}), done: make(chan struct{}),
-		changed: make(chan struct{}), names: map[string]store.MCPServer{}, known: map[string]syncedServer{}}
+		changed: make(chan struct{}), names: map[string]store.MCPServer{}, known: map[string]syncedServer{},
+		primed: map[string]time.Time{}}
+	s.primeCtx, s.stopPrimes = context.WithCancel(context.Background())
 	go s.run()
 	return s
 }
@@ -288,6 +295,8 @@ func (s *upstreamSync) close() {
 		close(s.quit)
 	}
 	<-s.done
+	s.stopPrimes()
+	s.primes.Wait()
 }
 
 func (s *upstreamSync) run() {
@@ -341,6 +350,8 @@ func (s *upstreamSync) pass() {
 			}
 			if ok {
 				cat = c
+			} else if m.Enabled {
+				s.prime(m.Name)
 			}
 		}
 		prev, seen := s.known[m.Name]
@@ -372,6 +383,60 @@ func (s *upstreamSync) pass() {
 		}
 	}
 	s.passes++
+}
+
+// primeEvery is how often a server that has never had a catalogue is asked for one.
+const primeEvery = time.Minute
+
+// prime fetches, in the background, the first catalogue of an enabled server that
+// has none (just installed, or never reached): its tools are published from the
+// catalogue, and nothing else would start it, since starts are lazy. The fetch
+// starts the server (the host applies its backoff and circuit to a failing one); its
+// catalogue event brings the next pass. A process that only relays and must not start
+// servers (UpstreamsRelayOnly) never primes.
+func (s *upstreamSync) prime(name string) {
+	if s.a.opts.Upstreams == UpstreamsRelayOnly {
+		return
+	}
+	if t, ok := s.primed[name]; ok && time.Since(t) < primeEvery {
+		return
+	}
+	s.primed[name] = time.Now()
+	up := s.a.up
+	s.primes.Add(1)
+	go func() {
+		defer s.primes.Done()
+		ctx, cancel := context.WithTimeout(s.primeCtx, 2*time.Minute)
+		defer cancel()
+		if _, err := up.RefreshCatalog(ctx, name); err != nil && ctx.Err() == nil {
+			s.a.log.Warn("fetching a server's first catalogue", "server", name, "err", err)
+		}
+		// Done only once a pass has handed the catalogue over (WaitFirstCatalogs).
+		s.request(ctx, true)
+	}()
+}
+
+// FirstCatalogWait bounds how long a surface with a fixed turn waits for first
+// catalogues (WaitFirstCatalogs): well inside the time harnesses give a server to
+// answer initialize.
+const FirstCatalogWait = 10 * time.Second
+
+// WaitFirstCatalogs waits, until ctx ends, for the first catalogue fetches of the
+// installed servers that had none when the App opened (prime), so that a surface
+// whose turn is fixed for its whole life (toolgate mcp, bridge) opens it with their
+// tools. A server that fails to start ends its wait with the failure; it never
+// blocks past ctx.
+func (a *App) WaitFirstCatalogs(ctx context.Context) {
+	if a.usync == nil {
+		return
+	}
+	a.usync.request(ctx, true) // the first pass has started every prime it needs
+	done := make(chan struct{})
+	go func() { a.usync.primes.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // notify sends mcp/changed for a change a pass found, whichever process made it. The

@@ -165,6 +165,10 @@ func runBridge(cmd *cobra.Command, env *Env, f bridgeFlags) error {
 		return err
 	}
 	defer a.Close()
+	// A bridge's turn is fixed for its life (docs/kernel.md): see mcp.go.
+	wctx, wcancel := context.WithTimeout(ctx, app.FirstCatalogWait)
+	a.WaitFirstCatalogs(wctx)
+	wcancel()
 	transport := "http"
 	if f.stdio {
 		transport = "stdio"

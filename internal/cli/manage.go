@@ -211,7 +211,7 @@ func newPolicyCmd(env *Env) *cobra.Command {
 	var f manageFlags
 	var enabled, implicit bool
 	set := &cobra.Command{
-		Use:   "set NAME|ID [--enabled BOOL] [--allow-implicit-invocation BOOL]",
+		Use:   "set NAME|ID [--enabled=BOOL] [--allow-implicit-invocation=BOOL]",
 		Short: "Enable or disable a server, or allow its tools in turns that did not select them",
 		Long: `policy set changes what is given and keeps the rest. A disabled server stays
 installed and its process stops; a server without implicit invocation publishes its tools

@@ -155,6 +155,12 @@ func runMCP(cmd *cobra.Command, env *Env, f mcpFlags) error {
 		return err
 	}
 	defer a.Close()
+	// The turn is fixed for the session's life: servers installed but never fetched
+	// yet get a bounded moment to publish their tools first (a persisted catalogue
+	// needs none).
+	wctx, wcancel := context.WithTimeout(ctx, app.FirstCatalogWait)
+	a.WaitFirstCatalogs(wctx)
+	wcancel()
 	namer, alias, err := harnessNames(f.harness, f.serverName, localtools.Namer(prefix))
 	if err != nil {
 		return err
