@@ -22,3 +22,7 @@ func openTemp(t testing.TB, opts ...store.Option) *store.Store {
 func TestSQLite(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openTemp(t) })
 }
+
+func TestSQLiteTrust(t *testing.T) {
+	storetest.RunTrust(t, func(t *testing.T) storetest.TrustStore { return openTemp(t) })
+}
