@@ -261,6 +261,10 @@ func (a *App) reload(ctx context.Context) error {
 	if current {
 		return nil // nothing changed since the policy the kernel holds was loaded
 	}
+	// Pins, holds and trust policies move the version too (an approval from the CLI):
+	// the upstream servers' catalogues are reconciled again once this reload is done
+	// (deferred before a.mu is taken below, so it runs after a.mu is released).
+	defer a.resyncTrust()
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return fmt.Errorf("loading grants: %w", err)

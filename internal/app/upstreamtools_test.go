@@ -329,7 +329,7 @@ func TestUpstreamRawNamesView(t *testing.T) {
 	if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte("raw")) {
 		t.Fatalf("call by raw name: %v %+v", err, r)
 	}
-	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo"})
+	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo", Principal: app.DefaultPrincipal})
 	if len(evs) != 1 || evs[0].Resource != "mcp:fx" {
 		t.Fatalf("audit %+v", evs)
 	}

@@ -211,12 +211,12 @@ func parseOptTime(s string) (time.Time, error) {
 // annotations may decide a call's action. It is kept by server name in its own table
 // until it folds into the installed server's policy.
 type TrustPolicy struct {
-	Server string
-	// Pin is "tofu" or "approve".
-	Pin string
+	Server string `json:"server"`
+	// Pin is "tofu" or "approve" ("" is tofu).
+	Pin string `json:"pin"`
 	// HoldAt is a textscan severity ("high" …), "never", or "" for the default.
-	HoldAt  string
-	Trusted bool
+	HoldAt  string `json:"hold_at"`
+	Trusted bool   `json:"trusted"`
 }
 
 // TrustPolicy returns server's trust policy; ok is false when none was set (the
