@@ -488,3 +488,6 @@ func (m *Admin) TrustPolicy(ctx context.Context, server string) (store.TrustPoli
 func (m *Admin) SetTrustPolicy(ctx context.Context, p store.TrustPolicy) error {
 	return setTrustPolicy(ctx, m.st, p)
 }
+
+// TrustPolicy is a server's trust policy (store.TrustPolicy), for the commands.
+type TrustPolicy = store.TrustPolicy
