@@ -35,7 +35,8 @@ type upstreamTools struct {
 	own     map[string]bool // namespaces of the tools registered on their own (local, server, toolgate)
 	servers map[string]*upstreamState
 
-	tr trust // pins, holds and the trust policy's effect per server (trust.go)
+	tr    trust    // pins, holds and the trust policy's effect per server (trust.go)
+	calls inflight // forwarded calls in flight, for the servers' requests (serverrequests.go)
 }
 
 // upstreamState is one server as the kernel has it.
@@ -84,9 +85,10 @@ func (a *App) syncUpstream(server UpstreamServer, cat host.Catalog, ts *serverTr
 	a.namesLocked()
 	own, reg := u.own[server.Name], u.reg
 	u.mu.Unlock()
-	if own {
+	if own || server.Name == reservedServerName {
 		// Its tools would take the names of toolgate's own (mcpconfig refuses such
-		// names; this holds whatever the caller).
+		// names; this holds whatever the caller), or those of the grants that let
+		// servers make requests (serverrequests.go).
 		a.log.Error("an upstream server is named like a namespace of toolgate's own tools: not published", "server", server.Name)
 		return
 	}
@@ -203,6 +205,9 @@ func (c turnCaller) Call(ctx context.Context, server, method string, params json
 		return noUpstreams{}.Call(ctx, server, method, params, opts)
 	}
 	c.a.cl.usedUpstream(opts.SessionKey)
+	if o, ok := upstreamtools.OriginFrom(ctx); ok {
+		defer c.a.ut.calls.track(server, o)()
+	}
 	return up.Call(ctx, server, method, params, opts)
 }
 

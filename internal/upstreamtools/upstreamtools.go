@@ -241,6 +241,7 @@ func AnnotatedAction(obj []byte) kernel.Action {
 // the host's connection swaps for its own and restores on each notifications/progress
 // it hands back; those go to the caller as they come.
 func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*kernel.Output, error) {
+	ctx = context.WithValue(ctx, originKey{}, Origin{Principal: c.Principal, TurnID: c.TurnID, Peer: c.Peer})
 	token := progressToken(c.Meta)
 	params := Params(raw, c.Arguments, token)
 	opts := host.CallOptions{SessionKey: c.TurnID}
@@ -255,6 +256,24 @@ func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*
 		return nil, asError(server, err)
 	}
 	return &kernel.Output{Result: res}, nil
+}
+
+// Origin is who a forwarded call is made for: the Caller finds it in the call's
+// context (OriginFrom), so that what the upstream asks while the call is in flight
+// (sampling/createMessage, elicitation/create, roots/list) can be authorized for that
+// principal and reach that caller (docs/trust.md, "Requests from servers").
+type Origin struct {
+	Principal string
+	TurnID    string
+	Peer      mcpspec.Peer
+}
+
+type originKey struct{}
+
+// OriginFrom returns the Origin of a call Build's tools forward.
+func OriginFrom(ctx context.Context) (Origin, bool) {
+	o, ok := ctx.Value(originKey{}).(Origin)
+	return o, ok
 }
 
 // Params is the tools/call params sent upstream: the raw name, the arguments' bytes
