@@ -51,9 +51,9 @@ type serverTrust struct {
 	// be of the reconciliation just made. It is held across that server's store reads
 	// and writes (nothing else waits on it but the next sync of the same server).
 	serial sync.Mutex
-	// held maps the raw names whose definitions are held (changed, pending) to why:
-	// their calls are refused. Replaced whole on each reconciliation; read per call.
-	held atomic.Pointer[map[string]string]
+	// gate is what the last reconciliation decided, for the calls of turns opened
+	// before it: replaced whole each time, read per call.
+	gate atomic.Pointer[callGate]
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
 	last     *toolpin.Report
@@ -70,20 +70,33 @@ func (a *App) trustFor(server string) *serverTrust {
 	ts := a.ut.tr.servers[server]
 	if ts == nil {
 		ts = &serverTrust{findings: map[string]string{}}
-		ts.held.Store(&map[string]string{})
+		ts.gate.Store(&callGate{})
 		a.ut.tr.servers[server] = ts
 	}
 	return ts
 }
 
+// callGate is the set of raw names whose current definitions are published; a call of
+// any other name (held, refused because it cannot be pinned, no longer listed) is
+// refused, whatever catalogue the calling turn was opened with.
+type callGate struct {
+	published map[string]bool
+	why       map[string]string // raw name → why it is not published, when known
+}
+
 // admit is what a server's tools ask before each call.
 func (ts *serverTrust) admit(server string) func(raw string) error {
 	return func(raw string) error {
-		if why, ok := (*ts.held.Load())[raw]; ok {
-			return kernel.Denied(kernel.CodeToolQuarantined, "server %q, tool %q: %s; the owner decides with `toolgate pins show|approve|reject %s`",
-				server, textscan.Escape(raw, 200), why, server).WithRetryable(false)
+		g := ts.gate.Load()
+		if g.published[raw] {
+			return nil
 		}
-		return nil
+		why, ok := g.why[raw]
+		if !ok {
+			why = "the server no longer lists a definition of it that toolgate can publish"
+		}
+		return kernel.Denied(kernel.CodeToolQuarantined, "server %q, tool %q: %s; the owner decides with `toolgate pins show|approve|reject %s`",
+			server, textscan.Escape(raw, 200), why, server).WithRetryable(false)
 	}
 }
 
@@ -125,11 +138,11 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 	out.cat.Tools = nil
 	fail := func(err error) screened {
 		a.log.Error("upstream trust: publishing none of the server's tools", "server", server, "err", err)
-		all := map[string]string{}
+		why := map[string]string{}
 		for _, d := range rawNames(cat.Tools) {
-			all[d] = "its definition could not be checked against its pin"
+			why[d] = "its definition could not be checked against its pin"
 		}
-		ts.held.Store(&all)
+		ts.gate.Store(&callGate{why: why})
 		out.key = "failed"
 		out.diags = []upstreamtools.Diagnostic{{Refused: true, Message: "trust: " + err.Error()}}
 		return out
@@ -153,23 +166,27 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 		return fail(err)
 	}
 	out.opts.Trusted = pol.Trusted
-	held := map[string]string{}
+	gate := &callGate{published: map[string]bool{}, why: map[string]string{}}
 	h := sha256.New()
 	fmt.Fprintf(h, "trusted=%v\n", pol.Trusted)
 	for i, d := range rep.Decisions {
 		switch {
 		case d.Verdict.Publish():
 			out.cat.Tools = append(out.cat.Tools, cat.Tools[i])
+			gate.published[d.Tool] = true
 			fmt.Fprintf(h, "%q %s\n", d.Tool, d.Definition.Digest)
 		case d.Verdict == toolpin.Changed || d.Verdict == toolpin.Pending:
-			held[d.Tool] = d.Reason
+			gate.why[d.Tool] = d.Reason
 			out.diags = append(out.diags, upstreamtools.Diagnostic{RawName: d.Tool, Refused: true, Message: "held: " + d.Reason})
 		default:
+			if d.Tool != "" {
+				gate.why[d.Tool] = d.Reason
+			}
 			out.diags = append(out.diags, upstreamtools.Diagnostic{RawName: d.Tool, Refused: true, Message: d.Reason})
 		}
 	}
 	out.key = hex.EncodeToString(h.Sum(nil))
-	ts.held.Store(&held)
+	ts.gate.Store(gate)
 	ts.mu.Lock()
 	ts.last, ts.policy = rep, pol
 	ts.mu.Unlock()
