@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/upstream"
@@ -49,13 +48,6 @@ func (p *recordingPeer) requests() []string {
 func requestWorld(t *testing.T, servers ...string) *upstreamWorld {
 	t.Helper()
 	w := &upstreamWorld{markers: map[string]string{}}
-	var specs []upstream.Spec
-	for _, s := range servers {
-		spec, marker := upstreamtest.Spec(t)
-		spec.Name = s
-		w.markers[s] = marker
-		specs = append(specs, spec)
-	}
 	var opened *app.App
 	var mu sync.Mutex
 	d := upstreamtest.Dialer{OnRequestFor: func(server, key string) upstream.RequestHandler {
@@ -63,21 +55,10 @@ func requestWorld(t *testing.T, servers ...string) *upstreamWorld {
 		defer mu.Unlock()
 		return opened.UpstreamRequests(server, key)
 	}}
-	var err error
-	w.up, err = hostrelay.NewLocal(context.Background(), d.Host(specs...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t)})
-	if err != nil {
-		w.up.Close(context.Background())
-		t.Fatal(err)
-	}
+	w.open(t, d.Host(w.specs(t, servers)...), nil)
 	mu.Lock()
 	opened = w.a
 	mu.Unlock()
-	app.UseUpstreams(w.a, w.up)
-	t.Cleanup(func() { w.close(t) })
 	return w
 }
 

@@ -8,17 +8,14 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
-	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/textscan"
 	"github.com/toolgate/toolgate/internal/toolpin"
-	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
@@ -27,34 +24,8 @@ import (
 func hostileWorld(t *testing.T, dir string, servers ...string) *upstreamWorld {
 	t.Helper()
 	w := &upstreamWorld{markers: map[string]string{}}
-	var specs []upstream.Spec
-	for _, s := range servers {
-		spec, marker := upstreamtest.Spec(t, "-hostile")
-		spec.Name = s
-		w.markers[s] = marker
-		specs = append(specs, spec)
-	}
-	var err error
-	w.up, err = hostrelay.NewLocal(context.Background(), upstreamtest.NewHost(specs...), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.a, err = app.Open(context.Background(), app.Options{DataDir: dir})
-	if err != nil {
-		w.up.Close(context.Background())
-		t.Fatal(err)
-	}
-	app.UseUpstreams(w.a, w.up)
+	w.openAt(t, dir, upstreamtest.NewHost(w.specs(t, servers, "-hostile")...), nil)
 	return w
-}
-
-func (w *upstreamWorld) close(t *testing.T) {
-	t.Helper()
-	w.a.Close()
-	w.up.Close(context.Background())
-	for _, m := range w.markers {
-		upstreamtest.WaitGone(t, m, 5*time.Second)
-	}
 }
 
 func call(t *testing.T, tr app.Turn, name, args string) *mcpspec.CallResult {
