@@ -19,3 +19,7 @@ func PolicyReads(a *App) int64 { return a.pol.reads.Load() }
 
 // UseUpstreams makes a's upstream tools call up (this process's host in a test).
 func UseUpstreams(a *App, up hostrelay.Upstreams) { a.ut.up = up }
+
+// ResyncTrust runs what a moved policy version runs: every published server's
+// catalogue reconciled again with the pins as stored.
+func ResyncTrust(a *App) { a.resyncTrust() }

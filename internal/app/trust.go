@@ -56,6 +56,7 @@ type serverTrust struct {
 	gate atomic.Pointer[callGate]
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
+	stored   string     // storedTrust right after the last reconciliation
 	last     *toolpin.Report
 	policy   store.TrustPolicy
 	findings map[string]string // raw name → fingerprint of the findings last audited
@@ -187,11 +188,43 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 	}
 	out.key = hex.EncodeToString(h.Sum(nil))
 	ts.gate.Store(gate)
+	stored, err := storedTrust(ctx, a.st, server)
+	if err != nil {
+		stored = "" // the next resync reconciles again
+	}
 	ts.mu.Lock()
-	ts.last, ts.policy = rep, pol
+	ts.last, ts.policy, ts.stored = rep, pol, stored
 	ts.mu.Unlock()
 	a.auditScreen(ctx, server, rep, ts)
 	return out
+}
+
+// storedTrust digests what the store holds that decides server's publication: its
+// policy, its pins and its holds (not when they were last seen). A resync whose
+// digest is the one recorded after the last reconciliation has nothing to do: the
+// policy version moved for something else (a grant, another server's pin).
+func storedTrust(ctx context.Context, st *store.Store, server string) (string, error) {
+	pol, _, err := st.TrustPolicy(ctx, server)
+	if err != nil {
+		return "", err
+	}
+	pins, err := st.Pins(ctx, server)
+	if err != nil {
+		return "", err
+	}
+	holds, err := st.Holds(ctx, server)
+	if err != nil {
+		return "", err
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "%q %q %v\n", pol.Pin, pol.HoldAt, pol.Trusted)
+	for _, p := range pins {
+		fmt.Fprintf(h, "pin %q %s %q\n", p.Tool, p.Digest, p.ApprovedBy)
+	}
+	for _, x := range holds {
+		fmt.Fprintf(h, "hold %q %s %s %s\n", x.Tool, x.Digest, x.State, x.Reason)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // auditScreen writes what a reconciliation found that is news: each tool pinned on
@@ -289,11 +322,21 @@ func (a *App) resyncTrust() {
 	}
 }
 
-// resyncServer publishes server's last catalogue again under the pins as they are now.
+// resyncServer publishes server's last catalogue again under the pins as they are now,
+// unless they are as the last reconciliation left them (storedTrust).
 func (a *App) resyncServer(name string) {
 	ts := a.trustFor(name)
 	ts.serial.Lock()
 	defer ts.serial.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), trustTimeout)
+	fp, err := storedTrust(ctx, a.st, name)
+	cancel()
+	ts.mu.Lock()
+	same := err == nil && fp != "" && fp == ts.stored
+	ts.mu.Unlock()
+	if same {
+		return
+	}
 	u := &a.ut
 	u.mu.Lock()
 	st := u.servers[name]
