@@ -129,7 +129,7 @@ func ParseHoldAt(s string) (textscan.Severity, error) {
 }
 
 // screen reconciles cat with server's pins under its trust policy and records the
-// outcome: the held set its tools consult, the audit events of what is new (a pin, a
+// outcome: the gate its tools consult, the audit events of what is new (a pin, a
 // hold raised, findings not audited before in this process). Anything that cannot be
 // read or stored publishes none of the server's tools: fail closed.
 func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others func() (map[string]string, []string)) screened {
@@ -144,6 +144,9 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 			why[d] = "its definition could not be checked against its pin"
 		}
 		ts.gate.Store(&callGate{why: why})
+		ts.mu.Lock()
+		ts.stored = "" // the next resync tries again
+		ts.mu.Unlock()
 		out.key = "failed"
 		out.diags = []upstreamtools.Diagnostic{{Refused: true, Message: "trust: " + err.Error()}}
 		return out

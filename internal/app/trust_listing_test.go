@@ -136,3 +136,18 @@ func TestUpstreamReferenceToAnotherServersTool(t *testing.T) {
 		t.Fatalf("findings: %+v", d.Tools)
 	}
 }
+
+// When the pins cannot be read, none of the server's tools is published: fail closed.
+func TestUpstreamTrustFailsClosed(t *testing.T) {
+	l := newListingApp(t)
+	l.list(echoDef)
+	if got := l.a.UpstreamTools(); len(got) != 1 || len(got[0].Bindings) != 1 {
+		t.Fatalf("before: %+v", got)
+	}
+	l.a.Store().Close()
+	l.list(echoDef, `{"name":"other","inputSchema":{"type":"object"}}`)
+	got := l.a.UpstreamTools()
+	if len(got) != 1 || len(got[0].Bindings) != 0 || len(got[0].Diagnostics) == 0 || !got[0].Diagnostics[0].Refused {
+		t.Fatalf("with the store closed: %+v", got)
+	}
+}
