@@ -141,6 +141,14 @@ func TestUpstreamRequestsNeedAGrant(t *testing.T) {
 	if strings.Join(decisions, "|") != strings.Join(want, "|") {
 		t.Fatalf("audit of sampling requests:\n%q\nwant\n%q", decisions, want)
 	}
+	// Allowed, but the caller's client cannot be asked (the HTTP API, a stateless
+	// request): the server gets an error and the audit says the request failed.
+	if out := ask(t, w, app.DefaultPrincipal, "fx", "sampling/createMessage", nil); !strings.Contains(out, "error:") || !strings.Contains(out, "cannot receive requests") {
+		t.Fatalf("granted sampling, a client that cannot be asked: %s", out)
+	}
+	if evs, _ := w.a.Audit(ctx, audit.Filter{Tool: app.RequestSampling, Decision: "failed"}); len(evs) != 1 {
+		t.Fatalf("failed request events: %+v", evs)
+	}
 	// A request when no call of the server is in flight is no caller's: refused.
 	h := w.a.UpstreamRequests("fx", "")
 	if _, err := h(ctx, "sampling/createMessage", json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "in flight") {
