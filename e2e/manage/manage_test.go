@@ -63,6 +63,7 @@ func writeConfig(t *testing.T, marker string) string {
 var volatile = map[string]string{
 	"generated_at": "<time>", "at": "<time>", "last_seen_at": "<time>", "since": "<time>",
 	"catalog_fetched_at": "<time>", "first_seen_at": "<time>", "next_attempt_at": "<time>",
+	"first_seen": "<time>", "last_seen": "<time>", "approved_at": "<time>", "decided_at": "<time>",
 	"snapshot_version": "<version>", "seq": "<seq>", "fingerprint": "<fingerprint>",
 	"command": "<fixture>", "stderr_tail": "<stderr>",
 }

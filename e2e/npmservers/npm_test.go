@@ -23,6 +23,11 @@ import (
 // in its argv (server-filesystem's is its allowed directory, ws), and returns its path.
 func servers(t *testing.T, marker, ws, memFile string) string {
 	t.Helper()
+	return serversFor(t, marker, ws, memFile)
+}
+
+func serversFor(t testing.TB, marker, ws, memFile string) string {
+	t.Helper()
 	node := testenv.Node(t)
 	pkg := func(name string) string {
 		return testenv.NPMPackageFile(t, "@modelcontextprotocol/"+name, "dist/index.js")
@@ -43,6 +48,11 @@ func servers(t *testing.T, marker, ws, memFile string) string {
 
 func tg(t *testing.T, data string, args ...string) string {
 	t.Helper()
+	return run(t, data, args...)
+}
+
+func run(t testing.TB, data string, args ...string) string {
+	t.Helper()
 	out, errs, code := testenv.Run(t, data, args...)
 	if code != 0 {
 		t.Fatalf("toolgate %s: exit %d\n%s\n%s", strings.Join(args, " "), code, out, errs)
@@ -52,24 +62,33 @@ func tg(t *testing.T, data string, args ...string) string {
 
 // session is a minimal Streamable HTTP client of /mcp (JSON or one-event SSE answers).
 type session struct {
-	t          *testing.T
+	t          *testing.T // or tb
+	tb         testing.TB
 	url, token string
 	id         string
 	next       int
 }
 
+func (s *session) fail() testing.TB {
+	if s.tb != nil {
+		return s.tb
+	}
+	return s.t
+}
+
 func (s *session) call(method, params string) json.RawMessage {
-	s.t.Helper()
+	s.fail().Helper()
 	r, ok := s.try(method, params)
 	if !ok {
-		s.t.Fatalf("%s: the session ended", method)
+		s.fail().Fatalf("%s: the session ended", method)
 	}
 	return r
 }
 
 // try is call that reports a session the server ended (404) instead of failing.
 func (s *session) try(method, params string) (json.RawMessage, bool) {
-	s.t.Helper()
+	t := s.fail()
+	t.Helper()
 	s.next++
 	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
 	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(body))
@@ -82,7 +101,7 @@ func (s *session) try(method, params string) (json.RawMessage, bool) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.t.Fatal(err)
+		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode == http.StatusNotFound && s.id != "" {
@@ -106,12 +125,12 @@ func (s *session) try(method, params string) (json.RawMessage, bool) {
 		Error  json.RawMessage
 	}
 	if err := json.Unmarshal(raw, &m); err != nil || m.Error != nil {
-		s.t.Fatalf("%s: status %d, %s", method, resp.StatusCode, raw)
+		t.Fatalf("%s: status %d, %s", method, resp.StatusCode, raw)
 	}
 	return m.Result, true
 }
 
-func toolNames(t *testing.T, list json.RawMessage) map[string]bool {
+func toolNames(t testing.TB, list json.RawMessage) map[string]bool {
 	var l struct{ Tools []struct{ Name string } }
 	if err := json.Unmarshal(list, &l); err != nil {
 		t.Fatal(err)

@@ -310,6 +310,10 @@ func (a *App) reloadPolicy(ctx context.Context) (moved bool, err error) {
 	if current {
 		return false, nil // nothing changed since the policy the kernel holds was loaded
 	}
+	// Pins, holds and trust policies move the version too (an approval from the CLI):
+	// the upstream servers' catalogues are reconciled again once this reload is done
+	// (deferred before a.mu is taken below, so it runs after a.mu is released).
+	defer a.resyncTrust()
 	grants, err := a.st.ListGrants(ctx)
 	if err != nil {
 		return true, fmt.Errorf("loading grants: %w", err)

@@ -35,7 +35,16 @@ type upstreamDialer struct {
 	log *slog.Logger
 	// stopGrace bounds each stage of a process's stop (0: upstream's default).
 	stopGrace time.Duration
+	// requests answers what a server asks of the client (sampling, elicitation,
+	// roots) on a connection: App.UpstreamRequests, which refuses unless a grant lets
+	// that server ask that principal (docs/trust.md). Nil answers with upstream's
+	// default (every request refused).
+	requests func(server, sessionKey string) upstream.RequestHandler
 }
+
+// clientCapabilities are what toolgate declares to an upstream when it routes the
+// server's requests to the caller (the grants decide each one).
+var clientCapabilities = json.RawMessage(`{"sampling":{},"elicitation":{},"roots":{}}`)
 
 func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, error) {
 	cfg, ok := req.Config.(dialConfig)
@@ -46,11 +55,16 @@ func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.S
 	opts := upstream.Options{
 		Name:   cfg.server.Name,
 		Logger: d.log,
+		// Declared only with a handler that answers them.
+		Capabilities: declaredCapabilities(d.requests != nil),
 		OnNotification: func(n upstream.Notification) {
 			if req.Notify != nil {
 				req.Notify(n.Method, n.Params)
 			}
 		},
+	}
+	if d.requests != nil {
+		opts.OnRequest = d.requests(req.Server, req.SessionKey)
 	}
 	t := &cfg.server.Transport
 	switch t.Kind {
@@ -202,4 +216,11 @@ func (s *upstreamSession) StderrTail() string {
 		return ""
 	}
 	return s.p.StderrTail()
+}
+
+func declaredCapabilities(routed bool) json.RawMessage {
+	if routed {
+		return clientCapabilities
+	}
+	return nil
 }

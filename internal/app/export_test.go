@@ -29,3 +29,7 @@ func SetUpstreamHooks(hooks func(*App) (change func(UpstreamServerState, host.Ca
 	testUpstreamHooks = func(a *App) { a.onUpstreamChange, a.onUpstreamRemoved = hooks(a) }
 	return func() { testUpstreamHooks = nil }
 }
+
+// ResyncTrust runs what a moved policy version runs: every published server's
+// catalogue reconciled again with the pins as stored.
+func ResyncTrust(a *App) { a.resyncTrust() }

@@ -45,7 +45,7 @@ func (a *App) openUpstreams(ctx context.Context) error {
 		return err // names the key file and the fix
 	}
 	a.ks = ks
-	a.dialer = &upstreamDialer{ks: ks, log: a.log}
+	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests}
 	a.usync = newUpstreamSync(a)
 	node, err := hostrelay.Open(ctx, a.dir, hostrelay.Options{
 		NewHost:   a.newHost,

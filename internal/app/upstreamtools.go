@@ -34,6 +34,9 @@ type upstreamTools struct {
 	reg     *names.Registry // every published name, built-in and local tools' included
 	own     map[string]bool // namespaces of the tools registered on their own (local, server, toolgate)
 	servers map[string]*upstreamState
+
+	tr    trust    // pins, holds and the trust policy's effect per server (trust.go)
+	calls inflight // forwarded calls in flight, for the servers' requests (serverrequests.go)
 }
 
 // upstreamState is one server as the kernel has it.
@@ -41,6 +44,8 @@ type upstreamState struct {
 	server  UpstreamServer
 	version uint64
 	digest  string
+	cat     host.Catalog // as the host gave it, before the pins decided (resyncServer)
+	key     string       // what the pins decided (screened.key)
 	// bindings and diagnostics are from the catalogue's last Build and registration.
 	bindings    []upstreamtools.Binding
 	diagnostics []upstreamtools.Diagnostic
@@ -65,19 +70,34 @@ type UpstreamTools struct {
 // stdio surfaces and bridges keep theirs. The management side calls it whenever a
 // server is installed, its policy changes or its catalogue changes.
 func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
+	ts := a.trustFor(server.Name)
+	ts.serial.Lock()
+	defer ts.serial.Unlock()
+	a.syncUpstream(server, cat, ts)
+}
+
+// syncUpstream is SyncUpstream with the server's serial lock held: the catalogue is
+// first reconciled with the server's pins (trust.go: store I/O, no App lock held),
+// and only what they publish is built and registered.
+func (a *App) syncUpstream(server UpstreamServer, cat host.Catalog, ts *serverTrust) {
 	u := &a.ut
 	u.mu.Lock()
-	defer u.mu.Unlock()
 	a.namesLocked()
-	if u.own[server.Name] {
+	own, reg := u.own[server.Name], u.reg
+	u.mu.Unlock()
+	if own || server.Name == reservedServerName {
 		// Its tools would take the names of toolgate's own (mcpconfig refuses such
-		// names; this holds whatever the caller).
+		// names; this holds whatever the caller), or those of the grants that let
+		// servers make requests (serverrequests.go).
 		a.log.Error("an upstream server is named like a namespace of toolgate's own tools: not published", "server", server.Name)
 		return
 	}
+	sc := a.screen(server.Name, cat, ts, func() (map[string]string, []string) { return reg.Others(server.Name) })
+	u.mu.Lock()
+	defer u.mu.Unlock()
 	pol := kernel.NamespacePolicy{Disabled: !server.Enabled, ExplicitOnly: !server.Implicit}
 	prev := u.servers[server.Name]
-	if prev != nil && prev.version == cat.Version && prev.digest == cat.Digest {
+	if prev != nil && prev.version == cat.Version && prev.digest == cat.Digest && prev.key == sc.key {
 		if prev.server != server {
 			prev.server = server
 			a.k.SetNamespacePolicy(server.Name, pol)
@@ -88,8 +108,9 @@ func (a *App) SyncUpstream(server UpstreamServer, cat host.Catalog) {
 	// A change of what new turns see makes open sessions of toolgate serve stale (turn
 	// Stale), as a grant change does: their clients open new turns and see it.
 	defer a.policyGen.Add(1)
-	c := upstreamtools.Build(server.Name, cat, a.toolCaller(), u.reg)
-	st := &upstreamState{server: server, version: cat.Version, digest: cat.Digest, bindings: c.Bindings, diagnostics: c.Diagnostics}
+	c := upstreamtools.BuildWith(server.Name, sc.cat, a.toolCaller(), u.reg, sc.opts)
+	st := &upstreamState{server: server, version: cat.Version, digest: cat.Digest, cat: cat, key: sc.key,
+		bindings: c.Bindings, diagnostics: append(sc.diags, c.Diagnostics...)}
 	kd, err := a.k.ReplaceNamespace(server.Name, pol, c.Tools...)
 	if err != nil {
 		// Build leaves out what the kernel would refuse, so this is a bug or a name
@@ -184,6 +205,9 @@ func (c turnCaller) Call(ctx context.Context, server, method string, params json
 		return noUpstreams{}.Call(ctx, server, method, params, opts)
 	}
 	c.a.cl.usedUpstream(opts.SessionKey)
+	if o, ok := upstreamtools.OriginFrom(ctx); ok {
+		defer c.a.ut.calls.track(server, o)()
+	}
 	return up.Call(ctx, server, method, params, opts)
 }
 

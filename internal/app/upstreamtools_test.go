@@ -39,39 +39,55 @@ type upstreamWorld struct {
 func newUpstreamWorld(t *testing.T, servers ...string) *upstreamWorld {
 	t.Helper()
 	w := &upstreamWorld{markers: map[string]string{}}
+	w.open(t, upstreamtest.NewHost(w.specs(t, servers)...), nil)
+	return w
+}
+
+// specs are fixture processes started with args, one per server name, each marked.
+func (w *upstreamWorld) specs(t *testing.T, servers []string, args ...string) []upstream.Spec {
+	t.Helper()
 	var specs []upstream.Spec
 	for _, s := range servers {
-		spec, marker := upstreamtest.Spec(t)
+		spec, marker := upstreamtest.Spec(t, args...)
 		spec.Name = s
 		w.markers[s] = marker
 		specs = append(specs, spec)
 	}
-	w.open(t, upstreamtest.NewHost(specs...), nil)
-	return w
+	return specs
 }
 
 // open opens w's App with tools over a host newHost builds, and closes both when the
 // test ends, checking that no process of w.markers is left.
 func (w *upstreamWorld) open(t *testing.T, newHost hostrelay.NewHostFunc, tools []*kernel.Tool) {
 	t.Helper()
+	w.openAt(t, dataDir(t), newHost, tools)
+	t.Cleanup(func() { w.close(t) })
+}
+
+// openAt is open over the data directory dir, left open: the test closes it.
+func (w *upstreamWorld) openAt(t *testing.T, dir string, newHost hostrelay.NewHostFunc, tools []*kernel.Tool) {
+	t.Helper()
 	var err error
 	w.up, err = hostrelay.NewLocal(context.Background(), newHost, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	w.a, err = app.Open(context.Background(), app.Options{DataDir: dataDir(t), Tools: tools})
+	w.a, err = app.Open(context.Background(), app.Options{DataDir: dir, Tools: tools})
 	if err != nil {
 		w.up.Close(context.Background())
 		t.Fatal(err)
 	}
 	app.UseUpstreams(w.a, w.up)
-	t.Cleanup(func() {
-		w.a.Close()
-		w.up.Close(context.Background())
-		for _, m := range w.markers {
-			upstreamtest.WaitGone(t, m, 5*time.Second)
-		}
-	})
+}
+
+// close closes w's App and host and checks that no process of w.markers is left.
+func (w *upstreamWorld) close(t *testing.T) {
+	t.Helper()
+	w.a.Close()
+	w.up.Close(context.Background())
+	for _, m := range w.markers {
+		upstreamtest.WaitGone(t, m, 5*time.Second)
+	}
 }
 
 // sync fetches server's catalogue and publishes it, with the given policy.
@@ -329,7 +345,7 @@ func TestUpstreamRawNamesView(t *testing.T) {
 	if err != nil || r.IsError || !bytes.Contains(r.Raw, []byte("raw")) {
 		t.Fatalf("call by raw name: %v %+v", err, r)
 	}
-	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo"})
+	evs, _ := w.a.Audit(context.Background(), audit.Filter{Tool: "fx.echo", Principal: app.DefaultPrincipal})
 	if len(evs) != 1 || evs[0].Resource != "mcp:fx" {
 		t.Fatalf("audit %+v", evs)
 	}

@@ -163,6 +163,17 @@ func (k *Kernel) SetPolicy(s *policy.Set) {
 	}
 }
 
+// Decide decides r by the current policy alone. It is for what is not a tool call
+// but is authorized by grants all the same (an upstream server's request to the
+// client, docs/trust.md); the caller audits the decision.
+func (k *Kernel) Decide(r policy.Request) policy.Decision {
+	pol := k.policy.Load()
+	if pol == nil {
+		return policy.Decision{Reason: policy.ReasonNoGrant}
+	}
+	return pol.Decide(r)
+}
+
 // SetNamespaces replaces the namespace switches; a namespace absent from m is enabled.
 func (k *Kernel) SetNamespaces(m map[string]bool) {
 	c := make(map[string]bool, len(m))

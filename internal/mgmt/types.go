@@ -194,6 +194,10 @@ type DetailsResult struct {
 	Health         Health       `json:"health"`
 	Audit          []AuditEntry `json:"audit"`
 	RecentBindings []Binding    `json:"recent_bindings"`
+	// Trust is the server's pins, held definitions (with their differences from the
+	// pins), trust policy and the last listing's verdicts: app.TrustDetails, as JSON
+	// (docs/trust.md). Deciding a hold is the owner's, from toolgate pins.
+	Trust json.RawMessage `json:"trust,omitempty"`
 }
 
 // Catalog is a server's catalogue as details shows it: summaries, not the upstream's

@@ -210,7 +210,7 @@ func TestOddPath(t *testing.T) {
 }
 
 // schemaVersion is the highest migration this build ships.
-const schemaVersion = 5
+const schemaVersion = 6
 
 func TestMigrationsIdempotentAndPersistent(t *testing.T) {
 	ctx := context.Background()

@@ -38,6 +38,10 @@ func TestPostgres(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) storetest.Store { return openPG(t) })
 }
 
+func TestPostgresTrust(t *testing.T) {
+	storetest.RunTrust(t, func(t *testing.T) storetest.TrustStore { return openPG(t) })
+}
+
 // rawPG is a plain connection pool on url, outside the store (psql's view).
 func rawPG(t testing.TB, url string) *sql.DB {
 	t.Helper()

@@ -26,3 +26,7 @@ func TestSQLite(t *testing.T) {
 func TestSQLiteMCP(t *testing.T) {
 	storetest.RunMCP(t, func(t *testing.T) storetest.MCPStore { return openTemp(t) })
 }
+
+func TestSQLiteTrust(t *testing.T) {
+	storetest.RunTrust(t, func(t *testing.T) storetest.TrustStore { return openTemp(t) })
+}

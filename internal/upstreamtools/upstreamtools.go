@@ -98,11 +98,29 @@ func shortHash(raw string) string {
 // refused too. Build compiles nothing: the kernel does when the tools are registered
 // (once per catalogue version).
 func Build(server string, cat host.Catalog, up Caller, reg *names.Registry) *Catalogue {
+	return BuildWith(server, cat, up, reg, Options{})
+}
+
+// Options are what the server's trust policy adds to Build (docs/trust.md).
+type Options struct {
+	// Trusted lets the upstream's annotations decide a call's action: readOnlyHint
+	// true is read, anything else write. Untrusted (the default), every call is
+	// execute whatever the annotations claim: hints are not authority.
+	Trusted bool
+	// Admit, when set, is asked before every call is sent with the tool's raw name; an
+	// error refuses the call (a tool quarantined since the turn opened). It must not
+	// block: it runs on every call.
+	Admit func(raw string) error
+}
+
+// BuildWith is Build under the server's trust options.
+func BuildWith(server string, cat host.Catalog, up Caller, reg *names.Registry, opts Options) *Catalogue {
 	out := &Catalogue{Server: server, Version: cat.Version, Digest: cat.Digest}
 	type item struct {
-		raw  string
-		obj  json.RawMessage
-		base string
+		raw   string
+		obj   json.RawMessage
+		canon []byte // obj, compact (rpcwire.Limits.Canonical)
+		base  string
 	}
 	var items []item
 	seen := map[string]bool{}
@@ -124,7 +142,7 @@ func Build(server string, cat host.Catalog, up Caller, reg *names.Registry) *Cat
 			continue
 		}
 		seen[raw] = true
-		items = append(items, item{raw: raw, obj: obj, base: Normalize(raw)})
+		items = append(items, item{raw: raw, obj: obj, canon: canon, base: Normalize(raw)})
 	}
 	slices.SortFunc(items, func(a, b item) int { return strings.Compare(a.raw, b.raw) })
 	taken := map[string]string{} // names.Key of the id → raw name holding it
@@ -157,7 +175,7 @@ func Build(server string, cat host.Catalog, up Caller, reg *names.Registry) *Cat
 			}
 		}
 		taken[names.Key(id)] = it.raw
-		out.Tools = append(out.Tools, newTool(server, id, it.raw, it.obj, up))
+		out.Tools = append(out.Tools, newTool(server, id, it.raw, it.obj, it.canon, up, opts))
 		out.Bindings = append(out.Bindings, Binding{ID: id, RawName: it.raw})
 	}
 	return out
@@ -173,22 +191,49 @@ func suffixed(base, raw string) string {
 	return base + "_" + shortHash(raw)
 }
 
-func newTool(server, id, raw string, obj json.RawMessage, up Caller) *kernel.Tool {
+func newTool(server, id, raw string, obj json.RawMessage, canon []byte, up Caller, opts Options) *kernel.Tool {
 	resource := "mcp:" + server
+	// Annotations are the upstream's hints, published as it wrote them; they grant
+	// nothing unless the owner marked the server trusted. Untrusted, every call is
+	// execute on the server.
+	action := kernel.ActionExecute
+	if opts.Trusted {
+		action = AnnotatedAction(canon)
+	}
+	admit := opts.Admit
 	return &kernel.Tool{
 		ID:      id,
 		RawName: raw,
 		Raw:     obj,
 		Source:  server,
-		// Annotations are the upstream's hints, published as it wrote them; they
-		// grant nothing. Every call is execute on the server.
 		Access: func(map[string]any) (kernel.Access, error) {
-			return kernel.Access{Action: kernel.ActionExecute, Resource: resource}, nil
+			return kernel.Access{Action: action, Resource: resource}, nil
 		},
 		Run: func(ctx context.Context, c *kernel.Call) (*kernel.Output, error) {
+			if admit != nil {
+				if err := admit(raw); err != nil {
+					return nil, err
+				}
+			}
 			return call(ctx, up, server, raw, c)
 		},
 	}
+}
+
+// AnnotatedAction is the action a trusted server's tool is called with: read when its
+// annotations say readOnlyHint true, write otherwise (a tool that does not say it only
+// reads may change something, whatever its other hints claim). Anything unreadable is
+// write. obj is the tool object in compact form (rpcwire.Limits.Canonical).
+func AnnotatedAction(obj []byte) kernel.Action {
+	ann, ok := rpcwire.Member(obj, "annotations")
+	if !ok {
+		return kernel.ActionWrite
+	}
+	ro, ok := rpcwire.Member(ann, "readOnlyHint")
+	if ok && string(ro) == "true" {
+		return kernel.ActionRead
+	}
+	return kernel.ActionWrite
 }
 
 // call forwards one call: tools/call with the raw name, the arguments' bytes as the
@@ -196,6 +241,7 @@ func newTool(server, id, raw string, obj json.RawMessage, up Caller) *kernel.Too
 // the host's connection swaps for its own and restores on each notifications/progress
 // it hands back; those go to the caller as they come.
 func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*kernel.Output, error) {
+	ctx = context.WithValue(ctx, originKey{}, Origin{Principal: c.Principal, TurnID: c.TurnID, Peer: c.Peer})
 	token := progressToken(c.Meta)
 	params := Params(raw, c.Arguments, token)
 	opts := host.CallOptions{SessionKey: c.TurnID}
@@ -210,6 +256,24 @@ func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*
 		return nil, asError(server, err)
 	}
 	return &kernel.Output{Result: res}, nil
+}
+
+// Origin is who a forwarded call is made for: the Caller finds it in the call's
+// context (OriginFrom), so that what the upstream asks while the call is in flight
+// (sampling/createMessage, elicitation/create, roots/list) can be authorized for that
+// principal and reach that caller (docs/trust.md, "Requests from servers").
+type Origin struct {
+	Principal string
+	TurnID    string
+	Peer      mcpspec.Peer
+}
+
+type originKey struct{}
+
+// OriginFrom returns the Origin of a call Build's tools forward.
+func OriginFrom(ctx context.Context) (Origin, bool) {
+	o, ok := ctx.Value(originKey{}).(Origin)
+	return o, ok
 }
 
 // Params is the tools/call params sent upstream: the raw name, the arguments' bytes

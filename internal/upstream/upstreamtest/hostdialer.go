@@ -17,6 +17,10 @@ import (
 // client (the fixture's "ask" tool); nil is upstream's default.
 type Dialer struct {
 	OnRequest upstream.RequestHandler
+	// OnRequestFor, when set, makes each connection's handler from the server and
+	// caller session it is dialled for (as the daemon's dialer does); it wins over
+	// OnRequest.
+	OnRequestFor func(server, sessionKey string) upstream.RequestHandler
 }
 
 // Dial starts the process and makes the handshake over its stdio.
@@ -26,9 +30,13 @@ func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, e
 	if err != nil {
 		return nil, err
 	}
+	onRequest := d.OnRequest
+	if d.OnRequestFor != nil {
+		onRequest = d.OnRequestFor(req.Server, req.SessionKey)
+	}
 	c, err := upstream.DialStdio(ctx, p, upstream.Options{
 		OnNotification: func(n upstream.Notification) { req.Notify(n.Method, n.Params) },
-		OnRequest:      d.OnRequest,
+		OnRequest:      onRequest,
 	})
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
