@@ -43,7 +43,9 @@ func (c *conn) admit(m *rpcwire.Message, batch bool) *jsonrpc.Error {
 		// The methods served in a session (dispatch); ping and unknown
 		// methods are answered without one.
 	default:
-		return nil
+		if !isRelayed(m.Method) {
+			return nil
+		}
 	}
 	c.mu.Lock()
 	ok := c.initialized
@@ -95,7 +97,7 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	}
 	return mcpspec.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
+		Capabilities:    c.capabilitiesJSON(),
 		ServerInfo:      c.info,
 		Instructions:    c.instructions,
 	}, nil

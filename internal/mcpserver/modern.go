@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/mcpspec"
@@ -104,6 +105,12 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 	switch m.Method {
 	case mcpspec.MethodServerDiscover, mcpspec.MethodToolsList, mcpspec.MethodToolsCall:
 	default:
+		if slices.Contains(modernRelayed, m.Method) {
+			if err := checkModernMeta(meta); err != nil {
+				return nil, err
+			}
+			return c.relay(ctx, m, true, mcpspec.NoPeer{Capabilities: metaField(meta, mcpspec.MetaClientCapabilities)})
+		}
 		// Including initialize and ping, which this era removed.
 		return nil, rpcwire.MethodNotFound(m.Method)
 	}
@@ -116,7 +123,7 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 		return mcpspec.DiscoverResult{
 			ResultType:        mcpspec.ResultComplete,
 			SupportedVersions: mcpspec.Versions(),
-			Capabilities:      json.RawMessage(`{"tools":{"listChanged":false}}`),
+			Capabilities:      c.capabilitiesJSON(),
 			Instructions:      c.instructions,
 			CacheHints:        listHints,
 			Meta:              serverInfo,

@@ -246,6 +246,9 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 	case mcpspec.MethodToolsCall:
 		return c.callTool(ctx, m, peer, false)
 	}
+	if isRelayed(m.Method) {
+		return c.relay(ctx, m, false, peer)
+	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }
 
