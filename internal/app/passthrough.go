@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
 	"github.com/toolgate/toolgate/internal/upstream"
+	"github.com/toolgate/toolgate/internal/upstreamtools"
 )
 
 // What a turn relays beside tools: the resources, resource templates and prompts of
@@ -216,6 +217,7 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 // upstream reports reaches the client with its own token.
 func (t turn) forward(ctx context.Context, server, method string, params json.RawMessage, peer mcpspec.Peer) (json.RawMessage, error) {
 	opts := host.CallOptions{SessionKey: t.ID()}
+	upstreamtools.ToClient(ctx, peer, &opts)
 	if n, ok := peer.(mcpspec.Notifier); ok {
 		if meta, _ := rpcwire.Member(params, "_meta"); meta != nil {
 			if _, has := rpcwire.Member(meta, "progressToken"); has {

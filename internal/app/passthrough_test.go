@@ -18,7 +18,7 @@ func everythingWorld(t *testing.T) *upstreamWorld {
 	t.Helper()
 	spec, marker := upstreamtest.EverythingSpec(t)
 	w := &upstreamWorld{markers: map[string]string{spec.Name: marker}}
-	w.open(t, upstreamtest.NewHost(spec), nil)
+	w.open(t, upstreamtest.Dialer{ToClient: true}.Host(spec), nil)
 	w.sync(t, spec.Name, true, true)
 	return w
 }

@@ -199,6 +199,7 @@ func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*
 	token := progressToken(c.Meta)
 	params := Params(raw, c.Arguments, token)
 	opts := host.CallOptions{SessionKey: c.TurnID}
+	ToClient(ctx, c.Peer, &opts)
 	if n, ok := c.Peer.(mcpspec.Notifier); ok && token != nil {
 		opts.Progress = func(p json.RawMessage) {
 			// Progress is best effort: a client that cannot take it loses nothing else.

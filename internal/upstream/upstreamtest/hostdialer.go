@@ -17,6 +17,10 @@ import (
 // client (the fixture's "ask" tool); nil is upstream's default.
 type Dialer struct {
 	OnRequest upstream.RequestHandler
+	// ToClient, with no OnRequest, answers the upstream's requests through the host
+	// (host.DialRequest.Request: the call in flight they belong to) and declares the
+	// client capabilities sampling, elicitation and roots, as a gateway does.
+	ToClient bool
 }
 
 // Dial starts the process and makes the handshake over its stdio.
@@ -26,10 +30,16 @@ func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, e
 	if err != nil {
 		return nil, err
 	}
-	c, err := upstream.DialStdio(ctx, p, upstream.Options{
+	o := upstream.Options{
 		OnNotification: func(n upstream.Notification) { req.Notify(n.Method, n.Params) },
 		OnRequest:      d.OnRequest,
-	})
+	}
+	if d.OnRequest == nil && d.ToClient && req.Request != nil {
+		o.OnRequest = upstream.RequestHandler(req.Request)
+		o.Capabilities = json.RawMessage(`{"elicitation":{},"roots":{},"sampling":{}}`)
+		o.OnMessage = func(n upstream.Notification) { req.Notify(n.Method, n.Params) }
+	}
+	c, err := upstream.DialStdio(ctx, p, o)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
