@@ -41,7 +41,7 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 	env := append(testenv.NodeEnv(t), "NO_COLOR=1", "FORCE_COLOR=0")
 	w := everythingWorld(t)
 	w.grant(t, "everything.*")
-	b := everythingBridge(t, w)
+	b := serverBridge(t, w, "everything")
 	direct := map[bool]string{false: serveEverything(t, false), true: serveEverything(t, true)}
 	for _, run := range conformanceRuns {
 		t.Run(run.name, func(t *testing.T) {

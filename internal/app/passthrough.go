@@ -41,6 +41,14 @@ type relayServer struct {
 	templates []json.RawMessage
 	prompts   []json.RawMessage
 	tools     bool // the turn publishes some of its tools
+	// cat is the whole catalogue: reads are routed by it, so that one of an item the
+	// turn may not see is decided (and audited) like any other.
+	cat host.Catalog
+}
+
+// visible reports whether the turn sees anything of s.
+func (s relayServer) visible() bool {
+	return s.tools || len(s.resources)+len(s.templates)+len(s.prompts) > 0
 }
 
 // relayServers returns the upstream servers SyncUpstream published, in name order,
@@ -63,7 +71,7 @@ func (t turn) relayServers(ctx context.Context) []relayServer {
 		if err != nil || !ok {
 			continue
 		}
-		s := relayServer{name: n, caps: cat.Info.Capabilities, tools: t.Turn.Publishes(n)}
+		s := relayServer{name: n, caps: cat.Info.Capabilities, tools: t.Turn.Publishes(n), cat: cat}
 		for _, r := range cat.Resources {
 			if uri, ok := stringMember(r, "uri"); ok && t.Turn.MayRead(resourceAccess(n, uri, "")) {
 				s.resources = append(s.resources, r)
@@ -79,9 +87,7 @@ func (t turn) relayServers(ctx context.Context) []relayServer {
 				s.prompts = append(s.prompts, p)
 			}
 		}
-		if s.tools || len(s.resources)+len(s.templates)+len(s.prompts) > 0 {
-			out = append(out, s)
-		}
+		out = append(out, s)
 	}
 	return out
 }
@@ -99,6 +105,9 @@ func promptAccess(server, name, what string) kernel.ItemAccess {
 func (t turn) RelayCapabilities() json.RawMessage {
 	var res, prompts, completions, logging, subscribe bool
 	for _, s := range t.relayServers(context.Background()) {
+		if !s.visible() {
+			continue
+		}
 		items := len(s.resources)+len(s.templates) > 0
 		res = res || items
 		prompts = prompts || len(s.prompts) > 0
@@ -202,7 +211,7 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 	case mcpspec.MethodLoggingSetLevel:
 		// A preference of the client's, sent to every server it sees that logs.
 		for _, s := range servers {
-			if hasMember(s.caps, "logging") {
+			if s.visible() && hasMember(s.caps, "logging") {
 				if _, err := t.forward(ctx, s.name, method, fwd, peer); err != nil {
 					return nil, err
 				}
@@ -269,10 +278,10 @@ func listOf(member string, servers []relayServer, items func(relayServer) []json
 }
 
 // resourceServer is the server a URI belongs to: the first listing it, else the only
-// server the turn sees resource templates of.
+// server with resource templates.
 func resourceServer(servers []relayServer, uri string) (string, bool) {
 	for _, s := range servers {
-		for _, r := range s.resources {
+		for _, r := range s.cat.Resources {
 			if u, _ := stringMember(r, "uri"); u == uri {
 				return s.name, true
 			}
@@ -281,12 +290,12 @@ func resourceServer(servers []relayServer, uri string) (string, bool) {
 	return templateServer(servers, uri)
 }
 
-// templateServer is the only server with resource templates the turn sees.
+// templateServer is the only server with resource templates.
 func templateServer(servers []relayServer, _ string) (string, bool) {
 	var name string
 	n := 0
 	for _, s := range servers {
-		if len(s.templates) > 0 {
+		if len(s.cat.ResourceTemplates) > 0 {
 			name, n = s.name, n+1
 		}
 	}
@@ -295,7 +304,7 @@ func templateServer(servers []relayServer, _ string) (string, bool) {
 
 func promptServer(servers []relayServer, name string) (string, bool) {
 	for _, s := range servers {
-		for _, p := range s.prompts {
+		for _, p := range s.cat.Prompts {
 			if n, _ := stringMember(p, "name"); n == name {
 				return s.name, true
 			}

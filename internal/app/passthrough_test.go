@@ -2,18 +2,22 @@ package app_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest/fixturedata"
 )
 
 // everythingWorld is an App hosting the go-sdk's conformance server as upstream
-// "everything" over stdio, its catalogue published.
+// "everything" over stdio, its catalogue published; the upstream's requests to the
+// client reach the caller of the call they belong to.
 func everythingWorld(t *testing.T) *upstreamWorld {
 	t.Helper()
 	spec, marker := upstreamtest.EverythingSpec(t)
@@ -23,12 +27,12 @@ func everythingWorld(t *testing.T) *upstreamWorld {
 	return w
 }
 
-// everythingBridge is what `toolgate bridge --no-auth --server everything` serves:
-// one turn narrowed to the server's tools under their raw names, on a loopback bridge.
-func everythingBridge(t *testing.T, w *upstreamWorld) *mcpserver.Bridge {
+// serverBridge is what `toolgate bridge --no-auth --server NAME` serves: one turn
+// narrowed to the server's tools under their raw names, on a loopback bridge.
+func serverBridge(t *testing.T, w *upstreamWorld, server string) *mcpserver.Bridge {
 	t.Helper()
 	tr, err := w.a.OpenTurn(context.Background(), app.TurnRequest{Transport: "bridge",
-		Capabilities: []string{"everything.*"}, Namer: w.a.RawNamer("everything")})
+		Capabilities: []string{server + ".*"}, Namer: w.a.RawNamer(server)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,33 +44,159 @@ func everythingBridge(t *testing.T, w *upstreamWorld) *mcpserver.Bridge {
 	return b
 }
 
-func TestEverythingSmoke(t *testing.T) {
-	w := everythingWorld(t)
-	w.grant(t, "everything.*")
-	b := everythingBridge(t, w)
-	_, body := post(t, b.URL(), "", "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
-	t.Logf("%s", body)
-	for _, m := range []string{
-		`{"jsonrpc":"2.0","id":2,"method":"resources/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-		`{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"test://static-text","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-		`{"jsonrpc":"2.0","id":4,"method":"prompts/list","params":{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`,
-	} {
-		_, body := postModern(t, b.URL(), m)
-		t.Logf("%s", strings.TrimSpace(string(body)))
-	}
+// awkwardWorld hosts the stdio fixture as "fx" answering the item methods with
+// fixturedata's awkward JSON.
+func awkwardWorld(t *testing.T) *upstreamWorld {
+	t.Helper()
+	caps := strings.TrimSuffix(fixturedata.Capabilities, "}") + `,"completions":{}}`
+	spec, marker := upstreamtest.Spec(t, "-awkward-items", "-caps", caps)
+	spec.Name = "fx"
+	w := &upstreamWorld{markers: map[string]string{"fx": marker}}
+	w.open(t, upstreamtest.NewHost(spec), nil)
+	w.sync(t, "fx", true, true)
+	return w
 }
 
-func postModern(t *testing.T, url, body string) (*http.Response, []byte) {
+// rpc posts one JSON-RPC message to a bridge (in the 2026-07-28 revision when modern)
+// and returns the answer's result or error bytes.
+func rpc(t *testing.T, url string, modern bool, method, params string) (result, rpcErr string) {
 	t.Helper()
+	if modern {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+		if params == "" || params == "{}" {
+			params = "{" + meta + "}"
+		} else {
+			params = strings.TrimSuffix(params, "}") + "," + meta + "}"
+		}
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"` + method + `"`
+	if params != "" {
+		body += `,"params":` + params
+	}
+	body += "}"
 	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+	if modern {
+		req.Header.Set("MCP-Protocol-Version", "2026-07-28")
+		req.Header.Set("Mcp-Method", method)
+		var p struct{ Name, URI string }
+		json.Unmarshal([]byte(params), &p)
+		if p.Name != "" {
+			req.Header.Set("Mcp-Name", p.Name)
+		} else if p.URI != "" {
+			req.Header.Set("Mcp-Name", p.URI)
+		}
+	} else {
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp, b
+	var env struct {
+		Result json.RawMessage `json:"result"`
+		Error  json.RawMessage `json:"error"`
+	}
+	data := sseData(b)
+	if err := json.Unmarshal(data, &env); err != nil {
+		t.Fatalf("%s: not a JSON-RPC answer (%d): %s", method, resp.StatusCode, b)
+	}
+	// The result's own bytes, cut from the answer (Unmarshal into RawMessage keeps
+	// them, but check against the raw answer too).
+	if env.Result != nil && !strings.Contains(string(data), string(env.Result)) {
+		t.Fatalf("%s: result bytes not found in the answer", method)
+	}
+	return string(env.Result), string(env.Error)
+}
+
+func initialize(t *testing.T, url string) string {
+	t.Helper()
+	res, e := rpc(t, url, false, "initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}`)
+	if e != "" {
+		t.Fatal(e)
+	}
+	return res
+}
+
+// An upstream's resources, templates, prompts and completions reach the client
+// byte for byte in both eras: numbers as written (1.50, 1e2), $schema, $ref, $defs,
+// additionalProperties, HTML characters, unknown members and content types. The
+// 2026-07-28 list results gain resultType, ttlMs and cacheScope in front, nothing else.
+func TestPassthroughBytes(t *testing.T) {
+	w := awkwardWorld(t)
+	w.grant(t, "fx.*")
+	b := serverBridge(t, w, "fx")
+	init := initialize(t, b.URL())
+	caps, _ := json.Marshal(json.RawMessage(init))
+	if !strings.Contains(string(caps), `"capabilities":{"tools":{"listChanged":false},"completions":{},"logging":{},"prompts":{"listChanged":false},"resources":{"listChanged":false,"subscribe":false}}`) {
+		t.Errorf("initialize advertises %s", init)
+	}
+	cases := []struct{ method, params, want string }{
+		{"resources/list", `{}`, fixturedata.AwkwardResources},
+		{"resources/templates/list", `{}`, fixturedata.AwkwardTemplates},
+		{"resources/read", `{"uri":"fixture://awkward"}`, fixturedata.AwkwardRead},
+		{"prompts/list", `{}`, fixturedata.AwkwardPrompts},
+		{"prompts/get", `{"name":"awkward","arguments":{"n":"1"}}`, fixturedata.AwkwardPrompt},
+		{"completion/complete", `{"ref":{"type":"ref/prompt","name":"awkward"},"argument":{"name":"n","value":"1"}}`, fixturedata.AwkwardCompletion},
+	}
+	for _, c := range cases {
+		got, e := rpc(t, b.URL(), false, c.method, c.params)
+		if got != c.want {
+			t.Errorf("%s:\n got %s (error %s)\nwant %s", c.method, got, e, c.want)
+		}
+		got, e = rpc(t, b.URL(), true, c.method, c.params)
+		front := `{"resultType":"complete",`
+		if strings.HasSuffix(c.method, "/list") {
+			front += `"ttlMs":5000,"cacheScope":"private",`
+		}
+		if want := front + strings.TrimPrefix(c.want, "{"); got != want {
+			t.Errorf("%s (2026-07-28):\n got %s (error %s)\nwant %s", c.method, got, e, want)
+		}
+	}
+}
+
+// Resources and prompts are published and read only under a grant that covers them:
+// a grant on fx.prompts shows the prompts and no resource; a read of a resource the
+// caller may not see is "resource not found", audited as denied; an allowed read is
+// audited as allowed with the resource it read.
+func TestPassthroughGrants(t *testing.T) {
+	w := awkwardWorld(t)
+	w.grant(t, "fx.prompts")
+	b := serverBridge(t, w, "fx")
+	init := initialize(t, b.URL())
+	if strings.Contains(init, `"resources"`) || !strings.Contains(init, `"prompts"`) {
+		t.Errorf("initialize advertises %s", init)
+	}
+	if got, _ := rpc(t, b.URL(), false, "resources/list", `{}`); got != `{"resources":[]}` {
+		t.Errorf("resources/list = %s", got)
+	}
+	if got, _ := rpc(t, b.URL(), false, "resources/templates/list", `{}`); got != `{"resourceTemplates":[]}` {
+		t.Errorf("resources/templates/list = %s", got)
+	}
+	_, e := rpc(t, b.URL(), false, "resources/read", `{"uri":"fixture://awkward"}`)
+	if e != `{"code":-32002,"message":"resource not found: fixture://awkward"}` {
+		t.Errorf("resources/read of an ungranted resource: %s", e)
+	}
+	if got, _ := rpc(t, b.URL(), false, "prompts/get", `{"name":"awkward"}`); got != fixturedata.AwkwardPrompt {
+		t.Errorf("prompts/get = %s", got)
+	}
+	evs, err := w.a.Store().ListAudit(context.Background(), audit.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var denied, allowed bool
+	for _, ev := range evs {
+		switch {
+		case ev.Tool == "fx.resources" && ev.Decision == audit.Denied && ev.Resource == "mcp:fx/fixture://awkward" && ev.Code == "no_matching_grant":
+			denied = true
+		case ev.Tool == "fx.prompts" && ev.Decision == audit.Allowed && ev.Resource == "mcp:fx/prompt/awkward" && ev.Action == "read":
+			allowed = true
+		}
+	}
+	if !denied || !allowed {
+		t.Errorf("audit: denied read recorded %v, allowed get recorded %v: %+v", denied, allowed, evs)
+	}
 }
