@@ -43,7 +43,8 @@ func (c *conn) admit(m *rpcwire.Message, batch bool) *jsonrpc.Error {
 		// The methods served in a session (dispatch); ping and unknown
 		// methods are answered without one.
 	default:
-		if !isRelayed(m.Method) {
+		// A relayed method waits for initialize too, where the turn relays.
+		if _, relays := asRelay(c.turn); !relays || !isRelayed(m.Method) {
 			return nil
 		}
 	}

@@ -479,7 +479,23 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 		}
 	}
 	defer done()
-	answer, rpcErr, err := cn.handleCode(ctx, m, mcpspec.NoPeer{}, true)
+	// A client that takes SSE gets the request's notifications (progress, log
+	// messages) on the answer's stream, which starts with the first of them; with
+	// none, the answer is written as below, its status the error's.
+	var peer mcpspec.Peer = mcpspec.NoPeer{}
+	var stream *sseStream
+	if acceptsSSE(r) && m.IsRequest() {
+		stream = newSSEStream(w, "", nil)
+		peer = peerFunc{c: cn, send: stream.send}
+	}
+	answer, rpcErr, err := cn.handleCode(ctx, m, peer, true)
+	if stream != nil && stream.isStarted() {
+		if errors.Is(err, errPanic) {
+			answer = rpcwire.Error(m.ID, rpcwire.InternalError())
+		}
+		_ = stream.send(answer)
+		return
+	}
 	if errors.Is(err, errPanic) {
 		writeRefusal(w, refuseInternal)
 		return

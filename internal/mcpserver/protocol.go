@@ -211,7 +211,7 @@ func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer mcpspec.
 
 	var result any
 	if meta, ok := modernMeta(m); c.stateless && (ok || forceModern) {
-		result, rpcErr = c.dispatchModern(ctx, m, meta)
+		result, rpcErr = c.dispatchModern(ctx, m, meta, peer)
 	} else {
 		result, rpcErr = c.dispatch(ctx, m, peer)
 	}
