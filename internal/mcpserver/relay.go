@@ -86,7 +86,10 @@ func (c *conn) capabilitiesJSON() json.RawMessage {
 // nothing.
 func (c *conn) relay(ctx context.Context, m *rpcwire.Message, modern bool, peer mcpspec.Peer) (any, *jsonrpc.Error) {
 	r, ok := asRelay(c.turn)
-	if !ok {
+	if !ok || len(bytes.TrimSpace(r.RelayCapabilities())) == 0 {
+		// A turn with nothing behind any relayed capability serves none of them. One
+		// that relays something answers every relayed method, so that a read of an
+		// item the caller may not see is decided and audited (and reads as missing).
 		return nil, rpcwire.MethodNotFound(m.Method)
 	}
 	params := m.Params
