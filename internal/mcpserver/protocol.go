@@ -45,6 +45,8 @@ type conn struct {
 	ready bool
 
 	nextID atomic.Int64
+	// params are the tools' x-mcp-header bindings (paramheaders.go).
+	params paramTable
 }
 
 func newConn(turn Turn, info mcpspec.Implementation, instructions string, log *slog.Logger, stateless bool) *conn {
