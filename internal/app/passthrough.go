@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/host"
@@ -31,6 +32,11 @@ const (
 	// the caller may not read (the two are not told apart).
 	codeResourceNotFound = -32002
 )
+
+// relayCatalogTimeout bounds the catalogue reads of RelayCapabilities, which has no
+// caller's context (initialize, server/discover): a host that does not answer
+// (a relay whose host hangs) must not hold a handshake forever.
+const relayCatalogTimeout = 5 * time.Second
 
 // relayServer is one upstream server as a turn relays it: its catalogue and what
 // of it the turn may see.
@@ -104,7 +110,9 @@ func promptAccess(server, name, what string) kernel.ItemAccess {
 // logging, each only when some server the turn sees has something behind it.
 func (t turn) RelayCapabilities() json.RawMessage {
 	var res, prompts, completions, logging, subscribe bool
-	for _, s := range t.relayServers(context.Background()) {
+	ctx, cancel := context.WithTimeout(context.Background(), relayCatalogTimeout)
+	defer cancel()
+	for _, s := range t.relayServers(ctx) {
 		if !s.visible() {
 			continue
 		}

@@ -183,6 +183,21 @@ func TestPassthroughGrants(t *testing.T) {
 	if got, _ := rpc(t, b.URL(), false, "prompts/get", `{"name":"awkward"}`); got != fixturedata.AwkwardPrompt {
 		t.Errorf("prompts/get = %s", got)
 	}
+	// Hostile params: the wrong types, control characters, unknown references.
+	for _, c := range []struct{ method, params, code string }{
+		{"resources/read", `{"uri":5}`, `"code":-32602`},
+		{"resources/read", `{}`, `"code":-32602`},
+		{"resources/read", `{"uri":"fixture://items/\u0000"}`, `"code":-32002`},
+		{"prompts/get", `{"name":["awkward"]}`, `"code":-32602`},
+		{"prompts/get", `{"name":"nope"}`, `"code":-32602`},
+		{"completion/complete", `{"ref":{"type":"ref/other","name":"awkward"}}`, `"code":-32602`},
+		{"completion/complete", `{"ref":"x"}`, `"code":-32602`},
+		{"resources/subscribe", `{"uri":"fixture://awkward"}`, `"code":-32002`},
+	} {
+		if _, e := rpc(t, b.URL(), false, c.method, c.params); !strings.Contains(e, c.code) {
+			t.Errorf("%s %s: %s, want %s", c.method, c.params, e, c.code)
+		}
+	}
 	evs, err := w.a.Store().ListAudit(context.Background(), audit.Filter{})
 	if err != nil {
 		t.Fatal(err)
