@@ -196,6 +196,9 @@ func newTool(server, id, raw string, obj json.RawMessage, up Caller) *kernel.Too
 // the host's connection swaps for its own and restores on each notifications/progress
 // it hands back; those go to the caller as they come.
 func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*kernel.Output, error) {
+	if c.ProtocolVersion == mcpspec.ModernVersion {
+		return callModern(ctx, up, server, raw, c)
+	}
 	token := progressToken(c.Meta)
 	params := Params(raw, c.Arguments, token)
 	opts := host.CallOptions{SessionKey: c.TurnID}
