@@ -10,12 +10,13 @@ import (
 // What an upstream says to the client in the middle of a call — its requests
 // (sampling/createMessage, elicitation/create, roots/list) and its log messages — has
 // no id tying it to the call on a connection shared by several. The host gives it to
-// the call in flight on that connection when there is exactly one with a handler
-// (CallOptions.Request, CallOptions.Notify); with several, or none, a request is
-// refused (ErrNoRequestTarget) and a log message dropped, so one caller's upstream
-// never asks or tells another caller anything. A "session" server's connection serves
-// one caller session, which makes the rule exact for the calls of one turn that do
-// not overlap.
+// the call in flight on that connection that has a handler (CallOptions.Request,
+// CallOptions.Notify) when there is one; when there are several and all are of one
+// caller session (the same non-empty CallOptions.SessionKey), to the one that started
+// last (calls of one session mostly follow each other; a held 2026-07-28 call waiting
+// for its retry is older than the call being made); otherwise a request is refused
+// (ErrNoRequestTarget) and a log message dropped, so one caller's upstream never asks
+// or tells another caller anything.
 
 // ErrNoRequestTarget answers an upstream request made on a connection where no single
 // call in flight can answer it; the upstream gets -32603.
@@ -25,16 +26,18 @@ var ErrNoRequestTarget = errors.New("host: no single call in flight can answer t
 // requests or notifications.
 type router struct {
 	mu    sync.Mutex
-	calls map[*CallOptions]struct{}
+	seq   uint64
+	calls map[*CallOptions]uint64 // the order they were added in
 }
 
 // add registers opts until the returned func is called.
 func (rt *router) add(opts *CallOptions) (remove func()) {
 	rt.mu.Lock()
 	if rt.calls == nil {
-		rt.calls = map[*CallOptions]struct{}{}
+		rt.calls = map[*CallOptions]uint64{}
 	}
-	rt.calls[opts] = struct{}{}
+	rt.seq++
+	rt.calls[opts] = rt.seq
 	rt.mu.Unlock()
 	return func() {
 		rt.mu.Lock()
@@ -43,20 +46,33 @@ func (rt *router) add(opts *CallOptions) (remove func()) {
 	}
 }
 
-// only returns the one registered call for which has is true, or nil.
+// only returns the registered call for which has is true when there is one, or the
+// latest of several of one caller session; nil otherwise.
 func (rt *router) only(has func(*CallOptions) bool) *CallOptions {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	var one *CallOptions
-	for o := range rt.calls {
-		if has(o) {
-			if one != nil {
-				return nil
-			}
-			one = o
+	var (
+		latest *CallOptions
+		at     uint64
+		n      int
+		mixed  bool
+	)
+	for o, seq := range rt.calls {
+		if !has(o) {
+			continue
+		}
+		n++
+		if latest != nil && (o.SessionKey == "" || o.SessionKey != latest.SessionKey) {
+			mixed = true
+		}
+		if seq > at {
+			latest, at = o, seq
 		}
 	}
-	return one
+	if n > 1 && (mixed || latest.SessionKey == "") {
+		return nil
+	}
+	return latest
 }
 
 // request answers an upstream's request through the one call that can.
