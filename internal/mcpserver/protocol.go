@@ -335,6 +335,10 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 		c.log.Error("tools/call failed", "tool", name, "err", err)
 		return nil, rpcwire.InternalError()
 	}
+	if modern && res.ProtocolError != nil {
+		pe := res.ProtocolError
+		return nil, &jsonrpc.Error{Code: pe.Code, Message: pe.Message, Data: pe.Data}
+	}
 	out := *res
 	if out.Content == nil {
 		out.Content = []json.RawMessage{}

@@ -65,6 +65,9 @@ type heldCall struct {
 	asks   chan *upstreamAsk // the upstream's requests to the client
 	server string
 	mu     sync.Mutex
+	// missing is a client capability the upstream asked for and the round's request
+	// did not declare: the call is answered -32021.
+	missing string
 	// peer is the current round's caller: its capabilities decide what the upstream
 	// may ask, its stream takes the call's progress and log messages.
 	peer mcpspec.Peer
@@ -130,6 +133,11 @@ func start(up Caller, server, raw string, c *kernel.Call) *heldCall {
 	opts.Request = func(rctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		caps := current().ClientCapabilities()
 		if need := mcpspec.CapabilityFor(method); need == "" || !hasMember(caps, need) {
+			if need != "" {
+				h.mu.Lock()
+				h.missing = need
+				h.mu.Unlock()
+			}
 			return nil, &upstream.RPCError{Code: jsonrpc.CodeMethodNotFound, Message: "the client did not declare " + method}
 		}
 		a := &upstreamAsk{method: method, params: bytes.Clone(params), answer: make(chan json.RawMessage, 1)}
@@ -160,6 +168,15 @@ func (h *heldCall) round(ctx context.Context, c *kernel.Call) (*kernel.Output, e
 	select {
 	case o := <-h.done:
 		h.cancel()
+		h.mu.Lock()
+		missing := h.missing
+		h.mu.Unlock()
+		if missing != "" {
+			data, _ := json.Marshal(map[string]any{"requiredCapabilities": map[string]any{missing: map[string]any{}}})
+			return &kernel.Output{ProtocolError: &mcpspec.ProtocolError{Code: mcpspec.CodeMissingClientCapability,
+				Message: "the tool asked for the client capability " + strconv.Quote(missing) + ", which this request's clientCapabilities do not declare",
+				Data:    data}}, nil
+		}
 		if o.err != nil {
 			return nil, asError(h.server, o.err)
 		}

@@ -102,9 +102,12 @@ func TestUpstreamInputRoundTrip(t *testing.T) {
 	if r := modernCall(t, tr, `{"x":1}`, state, `{"upstream-1":{"action":"accept"}}`, elicitCaps); refusal(t, r).Code != string(kernel.CodeInvalidRequestState) {
 		t.Errorf("replayed after its retry: %+v", r)
 	}
-	// A caller that did not declare elicitation is not asked: the upstream is refused.
-	if r := modernCall(t, tr, `{}`, "", "", mcpspec.NoPeer{Capabilities: json.RawMessage(`{}`)}); !r.IsError || r.ResultType == mcpspec.ResultInputRequired {
-		t.Errorf("no elicitation capability: %+v", r)
+	// A caller that did not declare elicitation is not asked: the upstream is refused
+	// and the call is answered -32021 naming the capability.
+	r := modernCall(t, tr, `{}`, "", "", mcpspec.NoPeer{Capabilities: json.RawMessage(`{}`)})
+	if !r.IsError || r.ResultType == mcpspec.ResultInputRequired || r.ProtocolError == nil ||
+		r.ProtocolError.Code != mcpspec.CodeMissingClientCapability || string(r.ProtocolError.Data) != `{"requiredCapabilities":{"elicitation":{}}}` {
+		t.Errorf("no elicitation capability: %+v %+v", r, r.ProtocolError)
 	}
 }
 
