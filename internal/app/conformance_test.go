@@ -67,8 +67,8 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 	}
 }
 
-// runSuite runs one suite against url and returns each scenario's first failing
-// check ("" when none failed).
+// runSuite runs one suite against url and returns each scenario's failing checks
+// ("" when none failed).
 func runSuite(t *testing.T, node string, env []string, main, url string, args []string, label string) map[string]string {
 	t.Helper()
 	results := t.TempDir()
@@ -85,13 +85,13 @@ func runSuite(t *testing.T, node string, env []string, main, url string, args []
 	t.Logf("%s %s:%s", label, strings.Join(args, " "), summary)
 	res := map[string]string{}
 	for n, checks := range testenv.ConformanceResults(t, results) {
-		res[n] = ""
+		var failed []string
 		for _, c := range checks {
 			if c.Status == "FAILURE" {
-				res[n] = fmt.Sprintf("check %s: %s", c.ID, c.ErrorMessage)
-				break
+				failed = append(failed, fmt.Sprintf("check %s: %s", c.ID, c.ErrorMessage))
 			}
 		}
+		res[n] = strings.Join(failed, "; ")
 	}
 	return res
 }

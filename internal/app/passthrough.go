@@ -108,7 +108,7 @@ func promptAccess(server, name, what string) kernel.ItemAccess {
 
 // RelayCapabilities implements mcpserver.Relay: resources, prompts, completions and
 // logging, each only when some server the turn sees has something behind it.
-func (t turn) RelayCapabilities() json.RawMessage {
+func (t turn) RelayCapabilities(modern bool) json.RawMessage {
 	var res, prompts, completions, logging, subscribe bool
 	ctx, cancel := context.WithTimeout(context.Background(), relayCatalogTimeout)
 	defer cancel()
@@ -119,7 +119,7 @@ func (t turn) RelayCapabilities() json.RawMessage {
 		items := len(s.resources)+len(s.templates) > 0
 		res = res || items
 		prompts = prompts || len(s.prompts) > 0
-		if items {
+		if items && !modern {
 			if rc, ok := rpcwire.Member(s.caps, "resources"); ok {
 				v, _ := rpcwire.Member(rc, "subscribe")
 				subscribe = subscribe || string(v) == "true"

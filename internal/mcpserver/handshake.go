@@ -98,7 +98,7 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	}
 	return mcpspec.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    c.capabilitiesJSON(),
+		Capabilities:    c.capabilitiesJSON(false),
 		ServerInfo:      c.info,
 		Instructions:    c.instructions,
 	}, nil

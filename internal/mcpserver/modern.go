@@ -125,7 +125,7 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 		return mcpspec.DiscoverResult{
 			ResultType:        mcpspec.ResultComplete,
 			SupportedVersions: mcpspec.Versions(),
-			Capabilities:      c.capabilitiesJSON(),
+			Capabilities:      c.capabilitiesJSON(true),
 			Instructions:      c.instructions,
 			CacheHints:        listHints,
 			Meta:              serverInfo,

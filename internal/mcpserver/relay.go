@@ -20,9 +20,11 @@ import (
 type Relay interface {
 	// RelayCapabilities returns the server capabilities the turn has something behind,
 	// as a JSON object of capability members ({"prompts":{},"resources":{…}}), or nil
-	// for none. It must not change over the Turn's life; initialize and
-	// server/discover advertise it beside tools.
-	RelayCapabilities() json.RawMessage
+	// for none: for a 2026-07-28 request when modern (which has no resource
+	// subscriptions here: subscriptions/listen is not served), else for initialize.
+	// It must not change over the Turn's life; initialize and server/discover
+	// advertise it beside tools.
+	RelayCapabilities(modern bool) json.RawMessage
 	// Relay answers one request of a relayed method (RelayedMethods). params is the
 	// request's params as strictly decoded; modern is true for a 2026-07-28 request.
 	// The result must be one JSON object and is the answer's result as it is. An
@@ -65,13 +67,13 @@ func isRelayed(method string) bool { return slices.Contains(RelayedMethods, meth
 
 // capabilitiesJSON is the capabilities object initialize and server/discover send:
 // tools, then the Relay's members.
-func (c *conn) capabilitiesJSON() json.RawMessage {
+func (c *conn) capabilitiesJSON(modern bool) json.RawMessage {
 	const tools = `{"tools":{"listChanged":false}`
 	r, ok := asRelay(c.turn)
 	if !ok {
 		return json.RawMessage(tools + "}")
 	}
-	extra := bytes.TrimSpace(r.RelayCapabilities())
+	extra := bytes.TrimSpace(r.RelayCapabilities(modern))
 	if len(extra) < 2 || extra[0] != '{' || !json.Valid(extra) {
 		return json.RawMessage(tools + "}")
 	}
@@ -86,7 +88,7 @@ func (c *conn) capabilitiesJSON() json.RawMessage {
 // nothing.
 func (c *conn) relay(ctx context.Context, m *rpcwire.Message, modern bool, peer mcpspec.Peer) (any, *jsonrpc.Error) {
 	r, ok := asRelay(c.turn)
-	if !ok || len(bytes.TrimSpace(r.RelayCapabilities())) == 0 {
+	if !ok || len(bytes.TrimSpace(r.RelayCapabilities(modern))) == 0 {
 		// A turn with nothing behind any relayed capability serves none of them. One
 		// that relays something answers every relayed method, so that a read of an
 		// item the caller may not see is decided and audited (and reads as missing).
