@@ -39,7 +39,7 @@ type upstreamDialer struct {
 	// roots) on a connection: App.UpstreamRequests, which refuses unless a grant lets
 	// that server ask that principal (docs/trust.md). Nil answers with upstream's
 	// default (every request refused).
-	requests func(server, sessionKey string) upstream.RequestHandler
+	requests func(server, sessionKey string, deliver upstream.RequestHandler) upstream.RequestHandler
 }
 
 // clientCapabilities are what toolgate declares to an upstream when it routes the
@@ -64,7 +64,17 @@ func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.S
 		},
 	}
 	if d.requests != nil {
-		opts.OnRequest = d.requests(req.Server, req.SessionKey)
+		var deliver upstream.RequestHandler
+		if req.Request != nil {
+			deliver = upstream.RequestHandler(req.Request)
+		}
+		opts.OnRequest = d.requests(req.Server, req.SessionKey, deliver)
+		// Log messages go, in order with the answers, to the call they belong to.
+		opts.OnMessage = func(n upstream.Notification) {
+			if req.Notify != nil {
+				req.Notify(n.Method, n.Params)
+			}
+		}
 	}
 	t := &cfg.server.Transport
 	switch t.Kind {

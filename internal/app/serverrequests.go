@@ -111,7 +111,7 @@ func (f *inflight) origin(server, sessionKey string) (upstreamtools.Origin, erro
 // servers passes as upstream.Options.OnRequest. It answers ping, refuses methods it
 // does not know (-32601), and decides sampling/createMessage, elicitation/create and
 // roots/list as described above; a refusal is JSON-RPC error RefusedRequestCode.
-func (a *App) UpstreamRequests(server, sessionKey string) upstream.RequestHandler {
+func (a *App) UpstreamRequests(server, sessionKey string, deliver upstream.RequestHandler) upstream.RequestHandler {
 	return func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error) {
 		if method == "ping" {
 			return json.RawMessage(`{}`), nil
@@ -154,10 +154,17 @@ func (a *App) UpstreamRequests(server, sessionKey string) upstream.RequestHandle
 		if err := a.appendRequestEvent(ctx, &ev); err != nil {
 			return nil, &upstream.RPCError{Code: RefusedRequestCode, Message: "refused by toolgate: the audit is unavailable"}
 		}
-		if o.Peer == nil {
+		if deliver == nil && o.Peer == nil {
 			return nil, &upstream.RPCError{Code: -32601, Message: "the client cannot receive requests"}
 		}
-		res, err := o.Peer.Request(ctx, method, labelled)
+		var res json.RawMessage
+		if deliver != nil {
+			// The host's route: the call in flight the request belongs to, which hands
+			// it to its caller in the caller's revision (an input round for 2026-07-28).
+			res, err = deliver(ctx, method, labelled)
+		} else {
+			res, err = o.Peer.Request(ctx, method, labelled)
+		}
 		if err != nil {
 			fail := audit.Event{CallID: ev.CallID, TurnID: ev.TurnID, Principal: ev.Principal, Transport: ev.Transport, Tool: tool,
 				Action: ev.Action, Resource: ev.Resource, Decision: audit.Failed, Code: string(kernel.CodeToolFailed),

@@ -53,7 +53,7 @@ func requestWorld(t *testing.T, servers ...string) *upstreamWorld {
 	d := upstreamtest.Dialer{OnRequestFor: func(server, key string) upstream.RequestHandler {
 		mu.Lock()
 		defer mu.Unlock()
-		return opened.UpstreamRequests(server, key)
+		return opened.UpstreamRequests(server, key, nil)
 	}}
 	w.open(t, d.Host(w.specs(t, servers)...), nil)
 	mu.Lock()
@@ -150,7 +150,7 @@ func TestUpstreamRequestsNeedAGrant(t *testing.T) {
 		t.Fatalf("failed request events: %+v", evs)
 	}
 	// A request when no call of the server is in flight is no caller's: refused.
-	h := w.a.UpstreamRequests("fx", "")
+	h := w.a.UpstreamRequests("fx", "", nil)
 	if _, err := h(ctx, "sampling/createMessage", json.RawMessage(`{}`)); err == nil || !strings.Contains(err.Error(), "in flight") {
 		t.Fatalf("a request outside any call: %v", err)
 	}

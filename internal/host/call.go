@@ -43,6 +43,9 @@ func (h *Host) Call(ctx context.Context, server, method string, params json.RawM
 }
 
 func (r *runtime) do(ctx context.Context, c *conn, method string, params json.RawMessage, opts CallOptions) (json.RawMessage, error) {
+	if opts.Request != nil || opts.Notify != nil {
+		defer c.route.add(&opts)()
+	}
 	res, err := c.sess.Call(ctx, method, params, opts)
 	c.release(err == nil)
 	if err != nil {

@@ -51,7 +51,11 @@ var errNotLive = errors.New("no live connection")
 
 // notify is the Session's notification hook: a list_changed marks lists stale and
 // schedules one debounced refresh for a burst of them.
-func (c *conn) notify(method string, _ json.RawMessage) {
+func (c *conn) notify(method string, params json.RawMessage) {
+	if method == notificationMessage {
+		c.route.notify(method, params)
+		return
+	}
 	k := listChangedKinds(method)
 	if k == 0 {
 		return

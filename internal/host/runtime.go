@@ -145,6 +145,9 @@ type conn struct {
 	r    *runtime
 	s    *slot
 	sess Session
+	// route holds the calls in flight that answer the upstream's requests and take
+	// its log messages (route.go).
+	route router
 
 	refs       atomic.Int64  // calls in flight (+ closingBit)
 	answered   atomic.Uint64 // calls that got an answer
@@ -424,7 +427,7 @@ func (r *runtime) startDialLocked(s *slot) {
 	s.conn = c
 	ctx, cancel := context.WithTimeout(r.h.ctx, r.h.opts.StartTimeout)
 	s.cancel = cancel
-	req := DialRequest{Server: r.name, SessionKey: s.key, Config: r.def.Config, Notify: c.notify}
+	req := DialRequest{Server: r.name, SessionKey: s.key, Config: r.def.Config, Notify: c.notify, Request: c.route.request}
 	shared := s.key == "" && !r.session.Load()
 	go r.dial(ctx, cancel, c, req, r.prevs, shared)
 }

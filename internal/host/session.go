@@ -32,6 +32,11 @@ type DialRequest struct {
 	// (notifications/tools/list_changed, notifications/message …). It may be called
 	// before Dial returns and from any goroutine; it returns at once.
 	Notify func(method string, params json.RawMessage)
+	// Request answers the upstream's requests to the client (sampling/createMessage,
+	// elicitation/create, roots/list) through the call in flight they belong to
+	// (route.go); a Dialer gives it to its connection as the handler of the
+	// upstream's requests. It may block until the client answers or ctx ends.
+	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
 }
 
 // Session is one live connection to an upstream server after its handshake. All
@@ -87,4 +92,12 @@ type CallOptions struct {
 	// upstream sends for this call (with the caller's own progressToken restored by
 	// the session).
 	Progress func(params json.RawMessage)
+	// Request, when set, answers the upstream's requests to the client made on the
+	// call's connection while this is the only call in flight there that has one
+	// (route.go).
+	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// Notify, when set, receives the upstream's log messages (notifications/message)
+	// sent on the call's connection while this is the only call in flight there that
+	// has one. It must return at once.
+	Notify func(method string, params json.RawMessage)
 }

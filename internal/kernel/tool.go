@@ -143,6 +143,9 @@ type Output struct {
 	// set, is handed back on the retry. The retry is a new call, authorized again.
 	InputRequests json.RawMessage
 	RequestState  json.RawMessage
+	// ProtocolError, for a 2026-07-28 call, answers it with a JSON-RPC error instead
+	// of a result (mcpspec.CallResult.ProtocolError); the call is audited failed.
+	ProtocolError *mcpspec.ProtocolError
 	// Result, when set, is a whole tools/call result as another server wrote it (an
 	// upstream's, a JSON object): it reaches the caller as it is (mcpspec.CallResult.Raw,
 	// up to insignificant white space), never rebuilt from the other fields, which are

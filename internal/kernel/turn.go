@@ -264,6 +264,15 @@ func (t *Turn) CallTool(ctx context.Context, req *mcpspec.CallRequest) (*mcpspec
 		c.appendAfterRun(ctx)
 		return errorResult(ke), nil
 	}
+	if out.ProtocolError != nil {
+		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(CodeToolFailed), "the request lacked what the tool needs (a JSON-RPC error)"
+		c.appendAfterRun(ctx)
+		r := errorResult(Failed(CodeToolFailed, "%s", out.ProtocolError.Message).WithRetryable(false))
+		if req.ProtocolVersion == mcpspec.ModernVersion {
+			r.ProtocolError = out.ProtocolError
+		}
+		return r, nil
+	}
 	if out.IsError {
 		c.ev.Decision, c.ev.Code, c.ev.Message = audit.Failed, string(CodeToolFailed), "the tool reported an error"
 		c.appendAfterRun(ctx)

@@ -1,19 +1,13 @@
 package localtools
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/rand"
 	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/reqstate"
 )
 
 // ask_user's multi round-trip state (2026-07-28). The first round answers
@@ -34,9 +28,6 @@ import (
 // askStatePrefix versions the requestState format.
 const askStatePrefix = "tg1."
 
-// maxAskStateLen bounds a requestState before any decoding work is done.
-const maxAskStateLen = 4096
-
 // askInputKey names ask_user's one input request in inputRequests and inputResponses.
 const askInputKey = "ask_user"
 
@@ -52,31 +43,19 @@ type askState struct {
 	Expires   int64  `json:"e"` // Unix milliseconds
 }
 
-// stateSealer seals and opens requestState values with one key.
-type stateSealer struct{ aead cipher.AEAD }
+// stateSealer seals and opens ask_user's requestState values (internal/reqstate).
+type stateSealer struct{ s *reqstate.Sealer }
 
 func newStateSealer(key []byte) (*stateSealer, error) {
-	block, err := aes.NewCipher(key)
+	s, err := reqstate.New(key)
 	if err != nil {
-		return nil, fmt.Errorf("ask_user state key: %w", err)
+		return nil, fmt.Errorf("ask_user state: %w", err)
 	}
-	aead, err := cipher.NewGCMWithRandomNonce(block)
-	if err != nil {
-		return nil, fmt.Errorf("ask_user state cipher: %w", err)
-	}
-	return &stateSealer{aead: aead}, nil
+	return &stateSealer{s: s}, nil
 }
 
-// processSealer is the per-process sealer, created on first use.
-var processSealer = sync.OnceValue(func() *stateSealer {
-	key := make([]byte, 32)
-	_, _ = rand.Read(key) // crypto/rand.Read never fails (it aborts the program instead)
-	s, err := newStateSealer(key)
-	if err != nil {
-		panic(err) // a 32-byte key is always valid for AES-256-GCM
-	}
-	return s
-})
+// processSealer is the per-process sealer.
+func processSealer() *stateSealer { return &stateSealer{s: reqstate.Process()} }
 
 // argsDigest hashes the parsed arguments. encoding/json sorts map keys and writes
 // json.Number exactly as the caller did, so the same arguments give the same digest.
@@ -91,43 +70,19 @@ func argsDigest(args map[string]any) []byte {
 
 // issue seals a state for call, valid for AskUserTimeout from now.
 func (s *stateSealer) issue(call *kernel.Call) (string, error) {
-	plain, err := json.Marshal(askState{
+	return s.s.Seal(askStatePrefix, askStateAAD, askState{
 		Principal: call.Principal,
 		Tool:      call.Tool.ID,
 		Args:      argsDigest(call.Args),
 		Expires:   time.Now().Add(AskUserTimeout).UnixMilli(),
 	})
-	if err != nil {
-		return "", fmt.Errorf("encoding ask_user state: %w", err)
-	}
-	// The AEAD draws a fresh random nonce per seal and prepends it (Overhead counts it).
-	sealed := s.aead.Seal(nil, nil, plain, askStateAAD)
-	return askStatePrefix + base64.RawURLEncoding.EncodeToString(sealed), nil
 }
 
-// errForgedState is any requestState that does not open under this process's key.
-var errForgedState = errors.New("forged")
-
-// open authenticates and decodes a state; errForgedState when it does not open.
+// open authenticates and decodes a state; reqstate.ErrForged when it does not open.
 func (s *stateSealer) open(token string) (askState, error) {
 	var st askState
-	// Only the exact issued text opens: the decoder would skip line breaks and,
-	// without Strict, accept other encodings of the same bytes.
-	if len(token) > maxAskStateLen || !strings.HasPrefix(token, askStatePrefix) || strings.ContainsAny(token, "\r\n") {
-		return st, errForgedState
-	}
-	raw, err := base64.RawURLEncoding.Strict().DecodeString(token[len(askStatePrefix):])
-	if err != nil || len(raw) < s.aead.Overhead() {
-		return st, errForgedState
-	}
-	plain, err := s.aead.Open(nil, nil, raw, askStateAAD)
-	if err != nil {
-		return st, errForgedState
-	}
-	if err := json.Unmarshal(plain, &st); err != nil {
-		return st, errForgedState
-	}
-	return st, nil
+	err := s.s.Open(askStatePrefix, askStateAAD, token, &st)
+	return st, err
 }
 
 // verify checks a retry's requestState against the call it arrived with. The

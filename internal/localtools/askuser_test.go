@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
+	"github.com/toolgate/toolgate/internal/reqstate"
 )
 
 const elicitCaps = `{"elicitation":{"form":{}}}`
@@ -162,7 +163,7 @@ func TestAskUserRequestStateRefused(t *testing.T) {
 		{"other prefix", "alice", au, args, quote("tg2." + body), "altered"},
 		{"not base64", "alice", au, args, quote(askStatePrefix + "!!!"), "altered"},
 		{"empty", "alice", au, args, quote(""), "altered"},
-		{"too long", "alice", au, args, quote(askStatePrefix + strings.Repeat("A", maxAskStateLen)), "altered"},
+		{"too long", "alice", au, args, quote(askStatePrefix + strings.Repeat("A", reqstate.MaxLen)), "altered"},
 		{"another process's key", "alice", au, args, quote(foreignKey), "altered"},
 		{"not a string", "alice", au, args, json.RawMessage(`{"p":"alice"}`), "must be the string"},
 		{"a number", "alice", au, args, json.RawMessage(`1`), "must be the string"},

@@ -43,7 +43,10 @@ func (c *conn) admit(m *rpcwire.Message, batch bool) *jsonrpc.Error {
 		// The methods served in a session (dispatch); ping and unknown
 		// methods are answered without one.
 	default:
-		return nil
+		// A relayed method waits for initialize too, where the turn relays.
+		if _, relays := asRelay(c.turn); !relays || !isRelayed(m.Method) {
+			return nil
+		}
 	}
 	c.mu.Lock()
 	ok := c.initialized
@@ -95,7 +98,7 @@ func (c *conn) initialize(m *rpcwire.Message) (any, *jsonrpc.Error) {
 	}
 	return mcpspec.InitializeResult{
 		ProtocolVersion: version,
-		Capabilities:    json.RawMessage(`{"tools":{"listChanged":false}}`),
+		Capabilities:    c.capabilitiesJSON(false),
 		ServerInfo:      c.info,
 		Instructions:    c.instructions,
 	}, nil

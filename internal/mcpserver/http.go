@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -479,7 +478,27 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 		}
 	}
 	defer done()
-	answer, rpcErr, err := cn.handleCode(ctx, m, mcpspec.NoPeer{}, true)
+	if rpcErr := cn.checkParamHeaders(ctx, r, m); rpcErr != nil {
+		writeModernAnswer(w, rpcErr, rpcwire.Error(m.ID, rpcErr), false)
+		return
+	}
+	// A client that takes SSE gets the request's notifications (progress, log
+	// messages) on the answer's stream, which starts with the first of them; with
+	// none, the answer is written as below, its status the error's.
+	var peer mcpspec.Peer = mcpspec.NoPeer{}
+	var stream *sseStream
+	if acceptsSSE(r) && m.IsRequest() {
+		stream = newSSEStream(w, "", nil)
+		peer = peerFunc{c: cn, send: stream.send}
+	}
+	answer, rpcErr, err := cn.handleCode(ctx, m, peer, true)
+	if stream != nil && stream.isStarted() {
+		if errors.Is(err, errPanic) {
+			answer = rpcwire.Error(m.ID, rpcwire.InternalError())
+		}
+		_ = stream.send(answer)
+		return
+	}
 	if errors.Is(err, errPanic) {
 		writeRefusal(w, refuseInternal)
 		return
@@ -526,24 +545,11 @@ func checkModernHeaders(r *http.Request, m *rpcwire.Message, meta json.RawMessag
 		// fields would also take "NAME").
 		var name string
 		_ = json.Unmarshal(m.Param("name"), &name)
-		if name != "" && decodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))) != name {
+		if hv, ok := mcpspec.DecodeHeaderValue(strings.TrimSpace(r.Header.Get("Mcp-Name"))); name != "" && (!ok || hv != name) {
 			return mismatch("Mcp-Name must equal params.name")
 		}
 	}
 	return nil
-}
-
-// decodeHeaderValue undoes the =?base64?…?= form a client uses for values that
-// are not plain visible ASCII.
-func decodeHeaderValue(v string) string {
-	if inner, ok := strings.CutPrefix(v, "=?base64?"); ok {
-		if inner, ok = strings.CutSuffix(inner, "?="); ok {
-			if b, err := base64.StdEncoding.DecodeString(inner); err == nil {
-				return string(b)
-			}
-		}
-	}
-	return v
 }
 
 // writeModernAnswer writes a 2026-07-28 answer: errors with the status

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/mcpspec"
@@ -100,10 +101,18 @@ type modernCallResult struct {
 }
 
 // dispatchModern answers a 2026-07-28 request.
-func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json.RawMessage) (any, *jsonrpc.Error) {
+// peer is the transport's: its notifications reach the client (progress, log
+// messages on the answer's stream), its requests never do.
+func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json.RawMessage, peer mcpspec.Peer) (any, *jsonrpc.Error) {
 	switch m.Method {
 	case mcpspec.MethodServerDiscover, mcpspec.MethodToolsList, mcpspec.MethodToolsCall:
 	default:
+		if slices.Contains(modernRelayed, m.Method) {
+			if err := checkModernMeta(meta); err != nil {
+				return nil, err
+			}
+			return c.relay(ctx, m, true, modernPeerOf(peer, meta))
+		}
 		// Including initialize and ping, which this era removed.
 		return nil, rpcwire.MethodNotFound(m.Method)
 	}
@@ -116,7 +125,7 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 		return mcpspec.DiscoverResult{
 			ResultType:        mcpspec.ResultComplete,
 			SupportedVersions: mcpspec.Versions(),
-			Capabilities:      json.RawMessage(`{"tools":{"listChanged":false}}`),
+			Capabilities:      c.capabilitiesJSON(true),
 			Instructions:      c.instructions,
 			CacheHints:        listHints,
 			Meta:              serverInfo,
@@ -136,7 +145,34 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 	case mcpspec.MethodToolsCall:
 		// No server-to-client requests in this era: the Peer refuses them, and a
 		// tool that needs input answers input_required.
-		return c.callTool(ctx, m, mcpspec.NoPeer{Capabilities: metaField(meta, mcpspec.MetaClientCapabilities)}, true)
+		return c.callTool(ctx, m, modernPeerOf(peer, meta), true)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
+}
+
+// modernPeer is a 2026-07-28 request's Peer: the client capabilities its _meta
+// declares, notifications on the answer's stream when the transport has one (stdio,
+// an SSE answer), and no server-to-client request (a tool that needs input answers
+// input_required).
+type modernPeer struct {
+	caps json.RawMessage
+	pf   peerFunc
+}
+
+func modernPeerOf(peer mcpspec.Peer, meta json.RawMessage) modernPeer {
+	p := modernPeer{caps: metaField(meta, mcpspec.MetaClientCapabilities)}
+	if pf, ok := peer.(peerFunc); ok {
+		p.pf = pf
+	}
+	return p
+}
+
+func (p modernPeer) ClientCapabilities() json.RawMessage { return p.caps }
+
+func (modernPeer) Request(context.Context, string, any) (json.RawMessage, error) {
+	return nil, mcpspec.ErrPeerUnsupported
+}
+
+func (p modernPeer) Notify(ctx context.Context, method string, params json.RawMessage) error {
+	return p.pf.Notify(ctx, method, params)
 }

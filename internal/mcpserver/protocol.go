@@ -45,6 +45,8 @@ type conn struct {
 	ready bool
 
 	nextID atomic.Int64
+	// params are the tools' x-mcp-header bindings (paramheaders.go).
+	params paramTable
 }
 
 func newConn(turn Turn, info mcpspec.Implementation, instructions string, log *slog.Logger, stateless bool) *conn {
@@ -211,7 +213,7 @@ func (c *conn) handleCode(ctx context.Context, m *rpcwire.Message, peer mcpspec.
 
 	var result any
 	if meta, ok := modernMeta(m); c.stateless && (ok || forceModern) {
-		result, rpcErr = c.dispatchModern(ctx, m, meta)
+		result, rpcErr = c.dispatchModern(ctx, m, meta, peer)
 	} else {
 		result, rpcErr = c.dispatch(ctx, m, peer)
 	}
@@ -245,6 +247,9 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 		return c.listTools(ctx)
 	case mcpspec.MethodToolsCall:
 		return c.callTool(ctx, m, peer, false)
+	}
+	if isRelayed(m.Method) {
+		return c.relay(ctx, m, false, peer)
 	}
 	return nil, rpcwire.MethodNotFound(m.Method)
 }
@@ -329,6 +334,10 @@ func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 	if err != nil || res == nil {
 		c.log.Error("tools/call failed", "tool", name, "err", err)
 		return nil, rpcwire.InternalError()
+	}
+	if modern && res.ProtocolError != nil {
+		pe := res.ProtocolError
+		return nil, &jsonrpc.Error{Code: pe.Code, Message: pe.Message, Data: pe.Data}
 	}
 	out := *res
 	if out.Content == nil {

@@ -64,6 +64,18 @@ type CallResult struct {
 	// (adding resultType in the stateless revision when they lack it) and ignore the
 	// fields above, except IsError and ResultType, which the kernel read from Raw.
 	Raw json.RawMessage `json:"-"`
+	// ProtocolError, when set on a 2026-07-28 call's result, answers the request with
+	// this JSON-RPC error instead (-32021: the call needed a client capability the
+	// request did not declare); the fields above are the same failure as a result, for
+	// surfaces that answer no JSON-RPC (the HTTP API) and older-era requests.
+	ProtocolError *ProtocolError `json:"-"`
+}
+
+// ProtocolError is a JSON-RPC error a call is answered with.
+type ProtocolError struct {
+	Code    int64
+	Message string
+	Data    json.RawMessage
 }
 
 // Peer is the client side of the connection a call arrived on.

@@ -64,6 +64,12 @@ type Options struct {
 	// own, through a queue of NotificationQueue entries that drops the oldest
 	// when full. Nil drops them.
 	OnNotification func(Notification)
+	// OnMessage, when set, receives the upstream's log messages
+	// (notifications/message) instead of OnNotification: on the reader goroutine,
+	// in order with the answers, like progress, so that the messages a server
+	// logs during a call reach the call's caller before its answer. It must
+	// return quickly (it holds up this upstream's messages).
+	OnMessage func(Notification)
 	// NotificationQueue is the queue's length (default DefaultNotificationQueue).
 	NotificationQueue int
 	// OnRequest answers the upstream's requests (default DefaultRequestHandler).
@@ -721,6 +727,8 @@ func (c *Conn) dispatch(msg jsonrpc.Message) {
 			c.progress(m.Params)
 		case m.Method == "notifications/cancelled":
 			c.cancelled(m.Params)
+		case m.Method == "notifications/message" && c.opts.OnMessage != nil:
+			c.opts.OnMessage(Notification{Method: m.Method, Params: m.Params})
 		case c.notes != nil:
 			c.notes.push(Notification{Method: m.Method, Params: m.Params})
 		}

@@ -280,13 +280,13 @@ func (c *Conn) statelessHeaders(method string, params json.RawMessage) http.Head
 	}
 	switch {
 	case method == "resources/read" && p.URI != nil:
-		h.Set("Mcp-Name", encodeHeaderValue(*p.URI))
+		h.Set("Mcp-Name", mcpspec.EncodeHeaderValue(*p.URI))
 	case method != "resources/read" && p.Name != nil:
-		h.Set("Mcp-Name", encodeHeaderValue(*p.Name))
+		h.Set("Mcp-Name", mcpspec.EncodeHeaderValue(*p.Name))
 	}
 	if method == "tools/call" && p.Name != nil {
-		if th, ok := c.tools.get(*p.Name); ok && th.err == nil {
-			for name, v := range th.values(p.Arguments) {
+		if th, ok := c.tools.get(*p.Name); ok && th.Err == nil {
+			for name, v := range th.Values(p.Arguments) {
 				h["Mcp-Param-"+name] = []string{v}
 			}
 		}
@@ -304,8 +304,8 @@ func (c *Conn) stateless(ctx context.Context, method string, params json.RawMess
 			Name string `json:"name"`
 		}
 		if json.Unmarshal(params, &p) == nil {
-			if th, ok := c.tools.get(p.Name); ok && th.err != nil {
-				return ctx, nil, &InvalidToolError{Tool: p.Name, Err: th.err}
+			if th, ok := c.tools.get(p.Name); ok && th.Err != nil {
+				return ctx, nil, &InvalidToolError{Tool: p.Name, Err: th.Err}
 			}
 		}
 	}

@@ -242,9 +242,13 @@ func AnnotatedAction(obj []byte) kernel.Action {
 // it hands back; those go to the caller as they come.
 func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*kernel.Output, error) {
 	ctx = context.WithValue(ctx, originKey{}, Origin{Principal: c.Principal, TurnID: c.TurnID, Peer: c.Peer})
+	if c.ProtocolVersion == mcpspec.ModernVersion {
+		return callModern(ctx, up, server, raw, c)
+	}
 	token := progressToken(c.Meta)
 	params := Params(raw, c.Arguments, token)
 	opts := host.CallOptions{SessionKey: c.TurnID}
+	ToClient(ctx, c.Peer, &opts)
 	if n, ok := c.Peer.(mcpspec.Notifier); ok && token != nil {
 		opts.Progress = func(p json.RawMessage) {
 			// Progress is best effort: a client that cannot take it loses nothing else.

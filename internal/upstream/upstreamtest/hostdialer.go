@@ -21,6 +21,10 @@ type Dialer struct {
 	// caller session it is dialled for (as the daemon's dialer does); it wins over
 	// OnRequest.
 	OnRequestFor func(server, sessionKey string) upstream.RequestHandler
+	// ToClient, with no OnRequest, answers the upstream's requests through the host
+	// (host.DialRequest.Request: the call in flight they belong to) and declares the
+	// client capabilities sampling, elicitation and roots, as a gateway does.
+	ToClient bool
 }
 
 // Dial starts the process and makes the handshake over its stdio.
@@ -30,14 +34,19 @@ func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, e
 	if err != nil {
 		return nil, err
 	}
-	onRequest := d.OnRequest
-	if d.OnRequestFor != nil {
-		onRequest = d.OnRequestFor(req.Server, req.SessionKey)
-	}
-	c, err := upstream.DialStdio(ctx, p, upstream.Options{
+	o := upstream.Options{
 		OnNotification: func(n upstream.Notification) { req.Notify(n.Method, n.Params) },
-		OnRequest:      onRequest,
-	})
+		OnRequest:      d.OnRequest,
+	}
+	if d.OnRequestFor != nil {
+		o.OnRequest = d.OnRequestFor(req.Server, req.SessionKey)
+	}
+	if o.OnRequest == nil && d.ToClient && req.Request != nil {
+		o.OnRequest = upstream.RequestHandler(req.Request)
+		o.Capabilities = json.RawMessage(`{"elicitation":{},"roots":{},"sampling":{}}`)
+		o.OnMessage = func(n upstream.Notification) { req.Notify(n.Method, n.Params) }
+	}
+	c, err := upstream.DialStdio(ctx, p, o)
 	if err != nil {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()

@@ -171,3 +171,17 @@ func Reap(t testing.TB, p *upstream.Process, marker string) {
 		WaitGone(t, marker, 5*time.Second)
 	})
 }
+
+// EverythingSpec returns a Spec running EverythingServer over stdio as server
+// "everything", with a fresh marker (also returned) as its one argument (the server
+// reads only flags, so a bare word after them is ignored and marks the process).
+func EverythingSpec(t testing.TB) (upstream.Spec, string) {
+	t.Helper()
+	marker := Marker(t)
+	return upstream.Spec{
+		Name:      "everything",
+		Command:   EverythingServer(t),
+		Args:      []string{marker},
+		StopGrace: 300 * time.Millisecond,
+	}, marker
+}

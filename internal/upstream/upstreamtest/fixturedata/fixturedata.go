@@ -51,3 +51,25 @@ func fmtHex(v int) string {
 	const digits = "0123456789abcdef"
 	return `\u` + string([]byte{digits[v>>12&15], digits[v>>8&15], digits[v>>4&15], digits[v&15]})
 }
+
+// AwkwardResources is the fixture's resources/list answer with -awkward-items: a
+// resource whose members typed SDKs rewrite (numbers as written, an unknown member,
+// HTML characters, a JSON Schema in _meta with $ref and $defs).
+const AwkwardResources = `{"resources":[{"uri":"fixture://awkward","name":"awkward","mimeType":"text/plain","size":1e2,"annotations":{"priority":1.50,"x-vendor":"<b>&amp;</b>"},"_meta":{"schema":{"$schema":"https://json-schema.org/draft/2020-12/schema","$ref":"#/$defs/a","$defs":{"a":{"type":"number","default":1.50,"additionalProperties":false}}}},"x-unknown":{"keep":[1.0,2.50]}}]}`
+
+// AwkwardTemplates is the resources/templates/list answer with -awkward-items.
+const AwkwardTemplates = `{"resourceTemplates":[{"uriTemplate":"fixture://items/{id}","name":"item","x-unknown":1e2}]}`
+
+// AwkwardRead is the resources/read answer with -awkward-items: an unknown content
+// member and type, numbers as written, HTML characters.
+const AwkwardRead = `{"contents":[{"uri":"fixture://awkward","mimeType":"text/plain","text":"<b>&amp;</b> 1.50","x-extra":1e2},{"uri":"fixture://awkward","type":"futureType","blob":"AA=="}],"extraTop":1.50}`
+
+// AwkwardPrompts is the prompts/list answer with -awkward-items.
+const AwkwardPrompts = `{"prompts":[{"name":"awkward","description":"1.50 <b>","arguments":[{"name":"n","required":true,"x-default":1e2}],"x-unknown":{"keep":true}}]}`
+
+// AwkwardPrompt is the prompts/get answer with -awkward-items: an unknown content
+// type among the messages.
+const AwkwardPrompt = `{"description":"awkward","messages":[{"role":"user","content":{"type":"futureType","data":"x","extraField":1.50}},{"role":"assistant","content":{"type":"text","text":"<b>&amp;</b>"}}],"x-extra":1e2}`
+
+// AwkwardCompletion is the completion/complete answer with -awkward-items.
+const AwkwardCompletion = `{"completion":{"values":["1.50","<b>"],"total":1e2,"hasMore":false,"x-extra":true}}`
