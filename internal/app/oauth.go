@@ -1,0 +1,280 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/keystore"
+	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/netguard"
+	"github.com/toolgate/toolgate/internal/store"
+	"github.com/toolgate/toolgate/internal/upstreamauth"
+)
+
+// upstreamAuths holds the OAuth sign-in (upstreamauth.Server) of each installed HTTP
+// server this process dials (docs/upstream-auth.md, "Wiring it into the host"). One
+// Server per installed server and URL, shared by all its connections, so requests that
+// meet an expiry together share one refresh; its tokens are in the keystore
+// (upstreamauth.KeystoreStore), never in the definition.
+type upstreamAuths struct {
+	ks  *keystore.Keystore
+	log *slog.Logger
+	// changed is told, on its own goroutine, that a server's credentials changed and
+	// it is signed in (a completed login): the host restarts it, lifting auth_required.
+	changed func(server string)
+
+	mu      sync.Mutex
+	servers map[string]*authEntry // by server name
+}
+
+type authEntry struct {
+	key string // ksScope, URL: another installation or URL gets another Server
+	s   *upstreamauth.Server
+}
+
+// authKey identifies the installation a Server was built for.
+func authKey(cfg dialConfig) string { return cfg.ksScope + "\x00" + cfg.server.Transport.URL }
+
+// oauthScope is the keystore scope of an installation's OAuth records (the
+// KeystoreStore adds its own "oauth:" prefix).
+func oauthStore(ks *keystore.Keystore, scope string) *upstreamauth.KeystoreStore {
+	return upstreamauth.NewKeystoreStore(ks, scope)
+}
+
+// usesOAuth says whether a remote server's connection is authorized by upstreamauth:
+// every HTTP or SSE server, except one whose definition carries its own Authorization
+// header (a token the operator put in headers, or URL userinfo), which is sent as is.
+func usesOAuth(t *mcpconfig.Transport) bool {
+	if t.Kind != mcpconfig.HTTP && t.Kind != mcpconfig.SSE {
+		return false
+	}
+	return !slices.ContainsFunc(t.Headers, func(h mcpconfig.Var) bool { return h.Name == "Authorization" })
+}
+
+// get returns the Server for an installed server's dial. A Server that is parked
+// (sign-in required) is replaced by a fresh one reading the keystore, so that
+// credentials another process obtained (toolgate auth login without a daemon) are
+// used at the next start; a dial happens only at a start or restart, never in a loop
+// (the host holds a server in auth_required until it is restarted).
+// Only a dial (reload) replaces a parked Server: status and logins use the one that
+// parked, which knows why and what the server's challenge was.
+func (r *upstreamAuths) get(ctx context.Context, cfg dialConfig, reload bool) (*upstreamauth.Server, error) {
+	key := authKey(cfg)
+	name := cfg.server.Name
+	r.mu.Lock()
+	e := r.servers[name]
+	r.mu.Unlock()
+	if e != nil && e.key == key {
+		if !reload {
+			return e.s, nil
+		}
+		st, err := e.s.Status(ctx)
+		if err != nil || st.State != upstreamauth.StateSignInRequired || st.LoginPending {
+			return e.s, nil
+		}
+	}
+	s, err := r.build(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	old := r.servers[name]
+	if r.servers == nil {
+		r.servers = map[string]*authEntry{}
+	}
+	if old != e && old != nil && old.key == key {
+		// Another dial replaced it meanwhile: use that one.
+		r.mu.Unlock()
+		s.Close()
+		return old.s, nil
+	}
+	r.servers[name] = &authEntry{key: key, s: s}
+	r.mu.Unlock()
+	if old != nil {
+		old.s.Close()
+	}
+	return s, nil
+}
+
+// lookup returns the Server already built for name, if any.
+func (r *upstreamAuths) lookup(name string) *upstreamauth.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.servers[name]; e != nil {
+		return e.s
+	}
+	return nil
+}
+
+// build makes the Server of an installed server: its keystore records, the same
+// netguard policy as its connection.
+func (r *upstreamAuths) build(cfg dialConfig) (*upstreamauth.Server, error) {
+	name := cfg.server.Name
+	// s is set before the Server is published (under r.mu), which is before any
+	// OnChange can run.
+	var s *upstreamauth.Server
+	s, err := upstreamauth.New(upstreamauth.Config{
+		Server:   name,
+		URL:      cfg.server.Transport.URL,
+		Store:    oauthStore(r.ks, cfg.ksScope),
+		Guard:    netguard.NewGuard(netguard.Policy{}, nil),
+		Logger:   r.log,
+		OnChange: func() { r.onChange(name, s) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("signing in to %q: %w", name, err)
+	}
+	return s, nil
+}
+
+// onChange restarts a server whose credentials changed when it is now signed in (a
+// login completed); a parking change needs nothing (the host parks on the refusal).
+func (r *upstreamAuths) onChange(name string, s *upstreamauth.Server) {
+	if r.changed == nil || r.lookup(name) != s {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if st, err := s.Status(ctx); err == nil && st.State == upstreamauth.StateSignedIn {
+		r.changed(name)
+	}
+}
+
+// forget drops a server's Server and its OAuth records (uninstall).
+func (r *upstreamAuths) forget(ctx context.Context, scope, name string) error {
+	r.mu.Lock()
+	e := r.servers[name]
+	delete(r.servers, name)
+	r.mu.Unlock()
+	if e != nil {
+		e.s.Close()
+	}
+	return oauthStore(r.ks, scope).Forget(ctx, name)
+}
+
+// close ends every Server (logins under way, idle connections).
+func (r *upstreamAuths) close() {
+	r.mu.Lock()
+	es := r.servers
+	r.servers = nil
+	r.mu.Unlock()
+	for _, e := range es {
+		e.s.Close()
+	}
+}
+
+// credentialsChanged restarts a server parked in auth_required whose sign-in completed
+// in this process, so it goes ready with the new credentials.
+func (a *App) credentialsChanged(server string) {
+	up := a.Upstreams()
+	if up == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// Only a parked server: a refresh changes the credentials too, and the running
+	// connection already uses the new token.
+	if st, ok, err := up.Status(ctx, server); err != nil || !ok || st.State != host.StateAuthRequired {
+		return
+	}
+	if err := up.Restart(ctx, server); err != nil {
+		a.log.Warn("restarting a server after its sign-in", "server", server, "err", err)
+	}
+}
+
+// AuthServer returns the OAuth sign-in of the installed remote server called name:
+// the one this process's connections use when it hosts the server, else one over the
+// same keystore records (what it obtains is used at the hosting process's next start
+// of the server).
+func (a *App) AuthServer(ctx context.Context, name string) (*upstreamauth.Server, error) {
+	m, err := a.st.MCPServerByName(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", name, err)
+	}
+	def, err := definition(&m)
+	if err != nil {
+		return nil, err
+	}
+	cfg := def.Config.(dialConfig)
+	if !usesOAuth(&cfg.server.Transport) {
+		return nil, fmt.Errorf("server %q is not a remote server that signs in with OAuth (a stdio server, or one with its own Authorization header)", name)
+	}
+	return a.auths.get(ctx, cfg, false)
+}
+
+// AuthLogin is a person's sign-in to a remote server started by StartAuthLogin.
+type AuthLogin struct {
+	Server      string    `json:"server"`
+	URL         string    `json:"url"`
+	RedirectURI string    `json:"redirect_uri"`
+	ExpiresAt   time.Time `json:"expires_at"`
+	login       *upstreamauth.Login
+}
+
+// StartAuthLogin starts a person's sign-in to a remote server (discovery, a client,
+// PKCE, the loopback listener) and returns the URL to open. Wait (or Complete with
+// the URL the browser was sent back to) finishes it; the server is then restarted
+// and goes ready.
+func (a *App) StartAuthLogin(ctx context.Context, name string) (*AuthLogin, error) {
+	s, err := a.AuthServer(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.StartLogin(ctx, upstreamauth.LoginOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("signing in to %q: %w", name, err)
+	}
+	return &AuthLogin{Server: name, URL: l.URL, RedirectURI: l.RedirectURI, ExpiresAt: l.Expires, login: l}, nil
+}
+
+// Wait waits for the browser's callback and exchanges the code.
+func (l *AuthLogin) Wait(ctx context.Context) error { return l.login.Wait(ctx) }
+
+// Complete finishes the login with the URL the browser was sent back to (a person
+// whose browser could not reach the loopback listener pastes it).
+func (l *AuthLogin) Complete(ctx context.Context, callbackURL string) error {
+	return l.login.Complete(ctx, callbackURL)
+}
+
+// Cancel ends the login.
+func (l *AuthLogin) Cancel() { l.login.Cancel() }
+
+// AuthStatus reports a remote server's sign-in (never a secret).
+func (a *App) AuthStatus(ctx context.Context, name string) (upstreamauth.Status, error) {
+	s, err := a.AuthServer(ctx, name)
+	if err != nil {
+		return upstreamauth.Status{}, err
+	}
+	return s.Status(ctx)
+}
+
+// AuthLogout deletes a remote server's tokens (revoking them at the authorization
+// server with revoke) and parks it: its next start needs a new sign-in.
+func (a *App) AuthLogout(ctx context.Context, name string, revoke bool) error {
+	s, err := a.AuthServer(ctx, name)
+	if err != nil {
+		return err
+	}
+	if err := s.Logout(ctx, upstreamauth.LogoutOptions{Revoke: revoke}); err != nil {
+		return fmt.Errorf("signing out of %q: %w", name, err)
+	}
+	if up := a.Upstreams(); up != nil {
+		_ = up.Restart(ctx, name) // the connection holding the old token goes
+	}
+	return nil
+}
+
+// signsIn says whether the installed server m signs in with OAuth.
+func signsIn(m *store.MCPServer) bool {
+	def, err := definition(m)
+	if err != nil {
+		return false
+	}
+	cfg := def.Config.(dialConfig)
+	return usesOAuth(&cfg.server.Transport)
+}

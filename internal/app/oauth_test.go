@@ -1,0 +1,130 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/host"
+	"github.com/toolgate/toolgate/internal/mgmt"
+	"github.com/toolgate/toolgate/internal/upstreamauth"
+	"github.com/toolgate/toolgate/internal/upstreamauth/upstreamauthtest"
+)
+
+// TestRemoteOAuth: a remote server behind OAuth, installed with no credentials, parks
+// in auth_required at its first 401 (discovery, nothing more sent), with the sign-in
+// in details; a login (dynamic registration, PKCE, the loopback redirect) brings it to
+// ready and its tools answer; an expired token is refreshed; a revoked grant parks it
+// again with no further requests; no token is in any answer.
+func TestRemoteOAuth(t *testing.T) {
+	canary := "tgoauth" + fmt.Sprint(time.Now().UnixNano())
+	f := upstreamauthtest.New(t, upstreamauthtest.Options{Canary: canary})
+	a, m, _ := managed(t)
+	ctx := context.Background()
+	doc := fmt.Sprintf(`{"mcpServers":{"prot":{"url":%q}}}`, f.URL)
+	if res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	call := func() (json.RawMessage, error) {
+		return a.Upstreams().Call(ctx, "prot", "tools/call", json.RawMessage(`{"name":"echo","arguments":{"x":1}}`), host.CallOptions{})
+	}
+	if _, err := call(); !errors.Is(err, host.ErrAuthRequired) {
+		t.Fatalf("call with no sign-in: %v", err)
+	}
+	waitState(t, a, "prot", host.StateAuthRequired)
+	mcpN, asN := f.MCPTotal(), f.ASRequests()
+	for range 3 {
+		if _, err := call(); !errors.Is(err, host.ErrAuthRequired) {
+			t.Fatalf("call while auth_required: %v", err)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	if f.MCPTotal() != mcpN || f.ASRequests() != asN {
+		t.Fatalf("requests while parked: mcp %d→%d, authorization server %d→%d", mcpN, f.MCPTotal(), asN, f.ASRequests())
+	}
+	det := details(t, m, canary)
+	var st upstreamauth.Status
+	if err := json.Unmarshal(det.Auth, &st); err != nil || st.State != upstreamauth.StateSignInRequired || st.Reason != "login_required" {
+		t.Fatalf("details.auth: %s %v", det.Auth, err)
+	}
+
+	login, err := a.StartAuthLogin(ctx, "prot")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The fixture's authorization endpoint redirects at once: the browser's part.
+	resp, err := http.Get(login.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := login.Wait(ctx); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	waitState(t, a, "prot", host.StateReady)
+	res, err := call()
+	if err != nil || !strings.Contains(string(res), "echo") {
+		t.Fatalf("call after sign-in: %s %v", res, err)
+	}
+	if f.Registrations() != 1 {
+		t.Fatalf("%d dynamic registrations, want 1", f.Registrations())
+	}
+
+	f.ExpireAccessTokens()
+	if res, err := call(); err != nil {
+		t.Fatalf("call after expiry: %s %v", res, err)
+	}
+	refreshed := 0
+	for _, r := range f.TokenRequests() {
+		if r.GrantType == "refresh_token" && r.Status == 200 {
+			refreshed++
+			if len(r.Resource) != 1 || r.Resource[0] != f.URL {
+				t.Fatalf("refresh without the resource indicator: %+v", r)
+			}
+		}
+	}
+	if refreshed != 1 {
+		t.Fatalf("%d refreshes, want 1", refreshed)
+	}
+
+	f.RevokeRefreshTokens()
+	f.ExpireAccessTokens()
+	if _, err := call(); !errors.Is(err, host.ErrAuthRequired) {
+		t.Fatalf("call after the grant was revoked: %v", err)
+	}
+	waitState(t, a, "prot", host.StateAuthRequired)
+	mcpN, asN = f.MCPTotal(), f.ASRequests()
+	for range 3 {
+		_, _ = call()
+	}
+	time.Sleep(200 * time.Millisecond)
+	if f.MCPTotal() != mcpN || f.ASRequests() != asN {
+		t.Fatalf("requests after revocation: mcp %d→%d, authorization server %d→%d", mcpN, f.MCPTotal(), asN, f.ASRequests())
+	}
+	det = details(t, m, canary)
+	if err := json.Unmarshal(det.Auth, &st); err != nil || st.State != upstreamauth.StateSignInRequired || st.Reason != "grant_revoked" {
+		t.Fatalf("details.auth after revocation: %s %v", det.Auth, err)
+	}
+
+	// Uninstalling forgets the sign-in: the same name installed again starts signed out.
+	if _, err := m.Uninstall(ctx, owner, mgmt.UninstallParams{ServerRef: mgmt.ServerRef{Name: "prot"}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func details(t *testing.T, m mgmt.Manager, canary string) *mgmt.DetailsResult {
+	t.Helper()
+	det, err := m.Details(context.Background(), owner, mgmt.DetailsParams{ServerRef: mgmt.ServerRef{Name: "prot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := json.Marshal(det); strings.Contains(string(b), canary) {
+		t.Fatalf("a secret is in details: %s", b)
+	}
+	return det
+}
