@@ -37,8 +37,9 @@ type authEntry struct {
 	s   *upstreamauth.Server
 }
 
-// authKey identifies the installation a Server was built for.
-func authKey(cfg dialConfig) string { return cfg.ksScope + "\x00" + cfg.server.Transport.URL }
+// authKey identifies the definition a Server was built for: another scope, URL or
+// oauth setting (the fingerprint covers both) gets another Server.
+func authKey(cfg dialConfig) string { return cfg.ksScope + "\x00" + cfg.server.Fingerprint() }
 
 // oauthScope is the keystore scope of an installation's OAuth records (the
 // KeystoreStore adds its own "oauth:" prefix).
@@ -48,9 +49,10 @@ func oauthStore(ks *keystore.Keystore, scope string) *upstreamauth.KeystoreStore
 
 // usesOAuth says whether a remote server's connection is authorized by upstreamauth:
 // every HTTP or SSE server, except one whose definition carries its own Authorization
-// header (a token the operator put in headers, or URL userinfo), which is sent as is.
+// header (a token the operator put in headers, or URL userinfo), which is sent as is,
+// and one configured with "oauth": {"enabled": false}.
 func usesOAuth(t *mcpconfig.Transport) bool {
-	if t.Kind != mcpconfig.HTTP && t.Kind != mcpconfig.SSE {
+	if t.Kind != mcpconfig.HTTP && t.Kind != mcpconfig.SSE || t.OAuth != nil && t.OAuth.Disabled {
 		return false
 	}
 	return !slices.ContainsFunc(t.Headers, func(h mcpconfig.Var) bool { return h.Name == "Authorization" })
@@ -78,7 +80,7 @@ func (r *upstreamAuths) get(ctx context.Context, cfg dialConfig, reload bool) (*
 			return e.s, nil
 		}
 	}
-	s, err := r.build(cfg)
+	s, err := r.build(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -113,19 +115,18 @@ func (r *upstreamAuths) lookup(name string) *upstreamauth.Server {
 
 // build makes the Server of an installed server: its keystore records, the same
 // netguard policy as its connection.
-func (r *upstreamAuths) build(cfg dialConfig) (*upstreamauth.Server, error) {
+func (r *upstreamAuths) build(ctx context.Context, cfg dialConfig) (*upstreamauth.Server, error) {
 	name := cfg.server.Name
+	c := upstreamauth.Config{Server: name, URL: cfg.server.Transport.URL, Store: oauthStore(r.ks, cfg.ksScope),
+		Guard: netguard.NewGuard(netguard.Policy{}, nil), Logger: r.log}
+	if err := configureOAuth(ctx, &c, cfg.server.Transport.OAuth, r.ks.Server(cfg.ksScope, name)); err != nil {
+		return nil, fmt.Errorf("signing in to %q: %w", name, err)
+	}
 	// s is set before the Server is published (under r.mu), which is before any
 	// OnChange can run.
 	var s *upstreamauth.Server
-	s, err := upstreamauth.New(upstreamauth.Config{
-		Server:   name,
-		URL:      cfg.server.Transport.URL,
-		Store:    oauthStore(r.ks, cfg.ksScope),
-		Guard:    netguard.NewGuard(netguard.Policy{}, nil),
-		Logger:   r.log,
-		OnChange: func() { r.onChange(name, s) },
-	})
+	c.OnChange = func() { r.onChange(name, s) }
+	s, err := upstreamauth.New(c)
 	if err != nil {
 		return nil, fmt.Errorf("signing in to %q: %w", name, err)
 	}
@@ -277,4 +278,37 @@ func signsIn(m *store.MCPServer) bool {
 	}
 	cfg := def.Config.(dialConfig)
 	return usesOAuth(&cfg.server.Transport)
+}
+
+// configureOAuth applies a definition's oauth member to c, opening its secrets from
+// the keystore (they stay keystore.Secret values).
+func configureOAuth(ctx context.Context, c *upstreamauth.Config, o *mcpconfig.OAuth, src mcpconfig.SecretSource) error {
+	if o == nil {
+		return nil
+	}
+	open := func(v mcpconfig.Var) (keystore.Secret, error) {
+		if v.Secret == "" {
+			return keystore.Secret{}, nil
+		}
+		s, err := src.Secret(ctx, v.Secret)
+		if err != nil {
+			return keystore.Secret{}, fmt.Errorf("opening oauth %s: %w", v.Name, err)
+		}
+		return s, nil
+	}
+	secret, err := open(o.ClientSecret)
+	if err != nil {
+		return err
+	}
+	key, err := open(o.PrivateKey)
+	if err != nil {
+		return err
+	}
+	c.Scopes = o.Scopes
+	if o.Grant == mcpconfig.GrantClientCredentials {
+		c.ClientCredentials = &upstreamauth.ClientCredentials{ID: o.ClientID, Secret: secret, PrivateKey: key, Issuer: o.Issuer}
+		return nil
+	}
+	c.Client = upstreamauth.ClientConfig{MetadataURL: o.ClientMetadataURL, ID: o.ClientID, Secret: secret, Issuer: o.Issuer}
+	return nil
 }

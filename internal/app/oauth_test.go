@@ -128,3 +128,64 @@ func details(t *testing.T, m mgmt.Manager, canary string) *mgmt.DetailsResult {
 	}
 	return det
 }
+
+// TestRemoteOAuthConfigured: the oauth member's clients are used. A machine client
+// (client_credentials) gets its token with no person and the server answers at once;
+// a pre-registered client signs in with no dynamic registration. The client secrets
+// are in no answer.
+func TestRemoteOAuthConfigured(t *testing.T) {
+	const machineSecret, appSecret = "tgmachine-secret-41", "tgapp-secret-77"
+	f := upstreamauthtest.New(t, upstreamauthtest.Options{MachineClients: map[string]string{"robot": machineSecret},
+		Clients: map[string]string{"tg-app": appSecret}})
+	a, m, _ := managed(t)
+	ctx := context.Background()
+	doc := fmt.Sprintf(`{"mcpServers":{
+		"machine":{"url":%q,"oauth":{"grant":"client_credentials","clientId":"robot","clientSecret":%q}},
+		"person":{"url":%q,"oauth":{"clientId":"tg-app","clientSecret":%q,"scopes":["read"]}}}}`, f.URL, machineSecret, f.URL, appSecret)
+	res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc})
+	if err != nil || res.Status != mgmt.InstallOK {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if b, _ := json.Marshal(res); strings.Contains(string(b), machineSecret) || strings.Contains(string(b), appSecret) {
+		t.Fatalf("a client secret is in the install's answer: %s", b)
+	}
+	out, err := a.Upstreams().Call(ctx, "machine", "tools/call", json.RawMessage(`{"name":"echo","arguments":{}}`), host.CallOptions{})
+	if err != nil || !strings.Contains(string(out), "echo") {
+		t.Fatalf("machine call: %s %v", out, err)
+	}
+	if _, err := a.Upstreams().Call(ctx, "person", "tools/list", json.RawMessage(`{}`), host.CallOptions{}); !errors.Is(err, host.ErrAuthRequired) {
+		t.Fatalf("person call before sign-in: %v", err)
+	}
+	login, err := a.StartAuthLogin(ctx, "person")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(login.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := login.Wait(ctx); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	waitState(t, a, "person", host.StateReady)
+	if f.Registrations() != 0 {
+		t.Fatalf("%d dynamic registrations with pre-registered clients", f.Registrations())
+	}
+	var cc, code int
+	for _, r := range f.TokenRequests() {
+		switch {
+		case r.GrantType == "client_credentials" && r.ClientID == "robot" && r.Status == 200:
+			cc++
+		case r.GrantType == "authorization_code" && r.ClientID == "tg-app" && r.Status == 200:
+			code++
+		}
+	}
+	if cc != 1 || code != 1 {
+		t.Fatalf("token requests: %+v", f.TokenRequests())
+	}
+	st, err := a.AuthStatus(ctx, "person")
+	if err != nil || st.State != upstreamauth.StateSignedIn || st.ClientID != "tg-app" {
+		t.Fatalf("status: %+v %v", st, err)
+	}
+}
