@@ -478,10 +478,12 @@ func (a *App) Details(ctx context.Context, _ mgmt.Caller, p mgmt.DetailsParams) 
 		res.Trust = b
 	}
 	if signsIn(&m) {
-		if st, err := a.AuthStatus(ctx, m.Name); err != nil {
+		if s, err := a.authServerOf(ctx, &m); err != nil {
 			a.log.Warn("reading a server's sign-in for details", "server", m.Name, "err", err)
-		} else if b, err := json.Marshal(st); err == nil {
-			res.Auth = b
+		} else if r, err := a.authStatusResult(ctx, s); err != nil {
+			a.log.Warn("reading a server's sign-in for details", "server", m.Name, "err", err)
+		} else {
+			res.Auth = r.Auth
 		}
 	}
 	evs, err := a.st.ListAudit(ctx, audit.Filter{Resource: ServerResource(m.Name), Limit: DetailsAuditLimit, Last: true})

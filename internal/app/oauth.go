@@ -2,6 +2,8 @@ package app
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -11,6 +13,7 @@ import (
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/netguard"
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/upstreamauth"
@@ -30,6 +33,7 @@ type upstreamAuths struct {
 
 	mu      sync.Mutex
 	servers map[string]*authEntry // by server name
+	pending map[string]*AuthLogin // logins started by the management methods, by server name
 }
 
 type authEntry struct {
@@ -58,12 +62,12 @@ func usesOAuth(t *mcpconfig.Transport) bool {
 	return !slices.ContainsFunc(t.Headers, func(h mcpconfig.Var) bool { return h.Name == "Authorization" })
 }
 
-// get returns the Server for an installed server's dial. A Server that is parked
-// (sign-in required) is replaced by a fresh one reading the keystore, so that
-// credentials another process obtained (toolgate auth login without a daemon) are
-// used at the next start; a dial happens only at a start or restart, never in a loop
-// (the host holds a server in auth_required until it is restarted).
-// Only a dial (reload) replaces a parked Server: status and logins use the one that
+// get returns the Server for an installed server's dial. At a dial (reload), a
+// Server that is parked (sign-in required) while the keystore holds a grant is
+// replaced by a fresh one reading it: credentials another process obtained (toolgate
+// auth login without a daemon) are used at the next start. A parked Server with no
+// stored grant is kept: it refuses the dial at once, sending nothing, and keeps the
+// reason it parked for. Only a dial reloads: status and logins use the Server that
 // parked, which knows why and what the server's challenge was.
 func (r *upstreamAuths) get(ctx context.Context, cfg dialConfig, reload bool) (*upstreamauth.Server, error) {
 	key := authKey(cfg)
@@ -71,14 +75,8 @@ func (r *upstreamAuths) get(ctx context.Context, cfg dialConfig, reload bool) (*
 	r.mu.Lock()
 	e := r.servers[name]
 	r.mu.Unlock()
-	if e != nil && e.key == key {
-		if !reload {
-			return e.s, nil
-		}
-		st, err := e.s.Status(ctx)
-		if err != nil || st.State != upstreamauth.StateSignInRequired || st.LoginPending {
-			return e.s, nil
-		}
+	if e != nil && e.key == key && (!reload || !r.stale(ctx, cfg, e.s)) {
+		return e.s, nil
 	}
 	s, err := r.build(ctx, cfg)
 	if err != nil {
@@ -101,6 +99,16 @@ func (r *upstreamAuths) get(ctx context.Context, cfg dialConfig, reload bool) (*
 		old.s.Close()
 	}
 	return s, nil
+}
+
+// stale says whether a parked Server should give way to the keystore's grant.
+func (r *upstreamAuths) stale(ctx context.Context, cfg dialConfig, s *upstreamauth.Server) bool {
+	st, err := s.Status(ctx)
+	if err != nil || st.State != upstreamauth.StateSignInRequired || st.LoginPending {
+		return false
+	}
+	g, err := oauthStore(r.ks, cfg.ksScope).LoadGrant(ctx, cfg.server.Name)
+	return err == nil && g != nil
 }
 
 // lookup returns the Server already built for name, if any.
@@ -197,13 +205,18 @@ func (a *App) AuthServer(ctx context.Context, name string) (*upstreamauth.Server
 	if err != nil {
 		return nil, fmt.Errorf("server %q: %w", name, err)
 	}
-	def, err := definition(&m)
+	return a.authServerOf(ctx, &m)
+}
+
+func (a *App) authServerOf(ctx context.Context, m *store.MCPServer) (*upstreamauth.Server, error) {
+	def, err := definition(m)
 	if err != nil {
 		return nil, err
 	}
 	cfg := def.Config.(dialConfig)
 	if !usesOAuth(&cfg.server.Transport) {
-		return nil, fmt.Errorf("server %q is not a remote server that signs in with OAuth (a stdio server, or one with its own Authorization header)", name)
+		return nil, &mgmt.Error{Code: mgmt.CodeConflict, Field: "name", Message: fmt.Sprintf(
+			"server %q does not sign in with OAuth: it is a stdio server, has its own Authorization header, or oauth.enabled is false", m.Name)}
 	}
 	return a.auths.get(ctx, cfg, false)
 }
@@ -215,6 +228,7 @@ type AuthLogin struct {
 	RedirectURI string    `json:"redirect_uri"`
 	ExpiresAt   time.Time `json:"expires_at"`
 	login       *upstreamauth.Login
+	a           *App
 }
 
 // StartAuthLogin starts a person's sign-in to a remote server (discovery, a client,
@@ -222,7 +236,16 @@ type AuthLogin struct {
 // the URL the browser was sent back to) finishes it; the server is then restarted
 // and goes ready.
 func (a *App) StartAuthLogin(ctx context.Context, name string) (*AuthLogin, error) {
-	s, err := a.AuthServer(ctx, name)
+	m, err := a.st.MCPServerByName(ctx, name)
+	if err != nil {
+		return nil, fmt.Errorf("server %q: %w", name, err)
+	}
+	return a.startAuthLogin(ctx, &m)
+}
+
+func (a *App) startAuthLogin(ctx context.Context, m *store.MCPServer) (*AuthLogin, error) {
+	name := m.Name
+	s, err := a.authServerOf(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -230,45 +253,45 @@ func (a *App) StartAuthLogin(ctx context.Context, name string) (*AuthLogin, erro
 	if err != nil {
 		return nil, fmt.Errorf("signing in to %q: %w", name, err)
 	}
-	return &AuthLogin{Server: name, URL: l.URL, RedirectURI: l.RedirectURI, ExpiresAt: l.Expires, login: l}, nil
+	al := &AuthLogin{Server: name, URL: l.URL, RedirectURI: l.RedirectURI, ExpiresAt: l.Expires, login: l, a: a}
+	a.auths.mu.Lock()
+	if a.auths.pending == nil {
+		a.auths.pending = map[string]*AuthLogin{}
+	}
+	a.auths.pending[name] = al // a newer login cancels an older one (upstreamauth)
+	a.auths.mu.Unlock()
+	return al, nil
 }
 
-// Wait waits for the browser's callback and exchanges the code.
-func (l *AuthLogin) Wait(ctx context.Context) error { return l.login.Wait(ctx) }
+// Wait waits for the browser's callback and exchanges the code; the server is then
+// restarted if it was parked.
+func (l *AuthLogin) Wait(ctx context.Context) error { return l.finish(l.login.Wait(ctx)) }
 
 // Complete finishes the login with the URL the browser was sent back to (a person
 // whose browser could not reach the loopback listener pastes it).
 func (l *AuthLogin) Complete(ctx context.Context, callbackURL string) error {
-	return l.login.Complete(ctx, callbackURL)
+	return l.finish(l.login.Complete(ctx, callbackURL))
+}
+
+// finish forgets the login once it ended and, when it succeeded, restarts the parked
+// server now rather than when OnChange runs, so a command that exits right after the
+// login has restarted it.
+func (l *AuthLogin) finish(err error) error {
+	r := l.a.auths
+	r.mu.Lock()
+	if r.pending[l.Server] == l {
+		delete(r.pending, l.Server)
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("signing in to %q: %w", l.Server, err)
+	}
+	l.a.credentialsChanged(l.Server)
+	return nil
 }
 
 // Cancel ends the login.
 func (l *AuthLogin) Cancel() { l.login.Cancel() }
-
-// AuthStatus reports a remote server's sign-in (never a secret).
-func (a *App) AuthStatus(ctx context.Context, name string) (upstreamauth.Status, error) {
-	s, err := a.AuthServer(ctx, name)
-	if err != nil {
-		return upstreamauth.Status{}, err
-	}
-	return s.Status(ctx)
-}
-
-// AuthLogout deletes a remote server's tokens (revoking them at the authorization
-// server with revoke) and parks it: its next start needs a new sign-in.
-func (a *App) AuthLogout(ctx context.Context, name string, revoke bool) error {
-	s, err := a.AuthServer(ctx, name)
-	if err != nil {
-		return err
-	}
-	if err := s.Logout(ctx, upstreamauth.LogoutOptions{Revoke: revoke}); err != nil {
-		return fmt.Errorf("signing out of %q: %w", name, err)
-	}
-	if up := a.Upstreams(); up != nil {
-		_ = up.Restart(ctx, name) // the connection holding the old token goes
-	}
-	return nil
-}
 
 // signsIn says whether the installed server m signs in with OAuth.
 func signsIn(m *store.MCPServer) bool {
@@ -311,4 +334,104 @@ func configureOAuth(ctx context.Context, c *upstreamauth.Config, o *mcpconfig.OA
 	}
 	c.Client = upstreamauth.ClientConfig{MetadataURL: o.ClientMetadataURL, ID: o.ClientID, Secret: secret, Issuer: o.Issuer}
 	return nil
+}
+
+// The management protocol's sign-in methods (mgmt.AuthManager, docs/management.md).
+
+var _ mgmt.AuthManager = (*App)(nil)
+
+func (a *App) authStatusResult(ctx context.Context, s *upstreamauth.Server) (*mgmt.AuthStatusResult, error) {
+	st, err := s.Status(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	b, err := json.Marshal(st)
+	if err != nil {
+		return nil, err
+	}
+	return &mgmt.AuthStatusResult{Auth: b}, nil
+}
+
+// AuthStatus implements mgmt.AuthManager.
+func (a *App) AuthStatus(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) (*mgmt.AuthStatusResult, error) {
+	m, err := a.resolve(ctx, p.ServerRef)
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.authServerOf(ctx, &m)
+	if err != nil {
+		return nil, err
+	}
+	return a.authStatusResult(ctx, s)
+}
+
+// AuthLoginStart implements mgmt.AuthManager.
+func (a *App) AuthLoginStart(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) (*mgmt.AuthLoginStartResult, error) {
+	m, err := a.resolve(ctx, p.ServerRef)
+	if err != nil {
+		return nil, err
+	}
+	// The login outlives this request: its listener waits for the browser.
+	l, err := a.startAuthLogin(context.WithoutCancel(ctx), &m)
+	if err != nil {
+		return nil, signInError(err)
+	}
+	return &mgmt.AuthLoginStartResult{Server: l.Server, URL: l.URL, RedirectURI: l.RedirectURI, ExpiresAt: l.ExpiresAt.Unix()}, nil
+}
+
+// AuthLoginComplete implements mgmt.AuthManager.
+func (a *App) AuthLoginComplete(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLoginCompleteParams) (*mgmt.AuthStatusResult, error) {
+	m, err := a.resolve(ctx, p.ServerRef)
+	if err != nil {
+		return nil, err
+	}
+	a.auths.mu.Lock()
+	l := a.auths.pending[m.Name]
+	a.auths.mu.Unlock()
+	if l == nil {
+		return nil, &mgmt.Error{Code: mgmt.CodeConflict, Field: "name", Message: fmt.Sprintf(
+			"no sign-in to %q is under way: start one with mcp/auth/login_start", m.Name)}
+	}
+	if p.CallbackURL != "" {
+		err = l.Complete(ctx, p.CallbackURL)
+	} else {
+		err = l.Wait(ctx)
+	}
+	if err != nil {
+		return nil, signInError(err)
+	}
+	s, err := a.authServerOf(ctx, &m)
+	if err != nil {
+		return nil, err
+	}
+	return a.authStatusResult(ctx, s)
+}
+
+// AuthLogout implements mgmt.AuthManager.
+func (a *App) AuthLogout(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLogoutParams) (*mgmt.AuthStatusResult, error) {
+	m, err := a.resolve(ctx, p.ServerRef)
+	if err != nil {
+		return nil, err
+	}
+	s, err := a.authServerOf(ctx, &m)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Logout(ctx, upstreamauth.LogoutOptions{Revoke: p.Revoke != nil && *p.Revoke}); err != nil {
+		return nil, unavailable(err)
+	}
+	if up := a.Upstreams(); up != nil {
+		_ = up.Restart(ctx, m.Name) // the connection holding the old token goes; the next start parks
+	}
+	return a.authStatusResult(ctx, s)
+}
+
+// signInError is a failed sign-in as the protocol answers it: conflict, with
+// upstreamauth's message (bounded, never a secret).
+func signInError(err error) error {
+	var me *mgmt.Error
+	if errors.As(err, &me) {
+		return err
+	}
+	return fmt.Errorf("%w: %w", &mgmt.Error{Code: mgmt.CodeConflict, Message: err.Error()}, err)
 }

@@ -184,8 +184,24 @@ func TestRemoteOAuthConfigured(t *testing.T) {
 	if cc != 1 || code != 1 {
 		t.Fatalf("token requests: %+v", f.TokenRequests())
 	}
-	st, err := a.AuthStatus(ctx, "person")
-	if err != nil || st.State != upstreamauth.StateSignedIn || st.ClientID != "tg-app" {
-		t.Fatalf("status: %+v %v", st, err)
+	ar, err := m.(mgmt.AuthManager).AuthStatus(ctx, owner, mgmt.AuthParams{ServerRef: mgmt.ServerRef{Name: "person"}})
+	var st upstreamauth.Status
+	if err != nil || json.Unmarshal(ar.Auth, &st) != nil || st.State != upstreamauth.StateSignedIn || st.ClientID != "tg-app" {
+		t.Fatalf("status: %+v %v", ar, err)
+	}
+	// Logout parks it again: the next call sends nothing.
+	if _, err := m.(mgmt.AuthManager).AuthLogout(ctx, owner, mgmt.AuthLogoutParams{ServerRef: mgmt.ServerRef{Name: "person"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Upstreams().Call(ctx, "person", "tools/list", json.RawMessage(`{}`), host.CallOptions{}); !errors.Is(err, host.ErrAuthRequired) {
+		t.Fatalf("call after logout: %v", err)
+	}
+	// Asking about a server that does not sign in is a conflict, not a crash.
+	var me *mgmt.Error
+	if _, err := m.(mgmt.AuthManager).AuthLoginStart(ctx, owner, mgmt.AuthParams{ServerRef: mgmt.ServerRef{Name: "nope"}}); !errors.As(err, &me) || me.Code != mgmt.CodeUnknownServer {
+		t.Fatalf("login to an unknown server: %v", err)
+	}
+	if _, err := m.(mgmt.AuthManager).AuthLoginComplete(ctx, owner, mgmt.AuthLoginCompleteParams{ServerRef: mgmt.ServerRef{Name: "machine"}}); !errors.As(err, &me) || me.Code != mgmt.CodeConflict {
+		t.Fatalf("complete with no login: %v", err)
 	}
 }
