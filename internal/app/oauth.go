@@ -366,7 +366,7 @@ func (a *App) AuthStatus(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) 
 }
 
 // AuthLoginStart implements mgmt.AuthManager.
-func (a *App) AuthLoginStart(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) (*mgmt.AuthLoginStartResult, error) {
+func (a *App) AuthLoginStart(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLoginStartParams) (*mgmt.AuthLoginStartResult, error) {
 	m, err := a.resolve(ctx, p.ServerRef)
 	if err != nil {
 		return nil, err
@@ -375,6 +375,16 @@ func (a *App) AuthLoginStart(ctx context.Context, _ mgmt.Caller, p mgmt.AuthPara
 	l, err := a.startAuthLogin(context.WithoutCancel(ctx), &m)
 	if err != nil {
 		return nil, signInError(err)
+	}
+	if p.Headless != nil && *p.Headless {
+		go func() {
+			// The login's own timeout bounds it; a failure ends the login, which
+			// login_complete reports.
+			if err := l.login.Follow(context.WithoutCancel(ctx)); err != nil {
+				a.log.Warn("oauth: the headless sign-in stopped", "server", l.Server, "err", err)
+				l.Cancel()
+			}
+		}()
 	}
 	return &mgmt.AuthLoginStartResult{Server: l.Server, URL: l.URL, RedirectURI: l.RedirectURI, ExpiresAt: l.ExpiresAt.Unix()}, nil
 }

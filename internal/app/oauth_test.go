@@ -198,7 +198,7 @@ func TestRemoteOAuthConfigured(t *testing.T) {
 	}
 	// Asking about a server that does not sign in is a conflict, not a crash.
 	var me *mgmt.Error
-	if _, err := m.(mgmt.AuthManager).AuthLoginStart(ctx, owner, mgmt.AuthParams{ServerRef: mgmt.ServerRef{Name: "nope"}}); !errors.As(err, &me) || me.Code != mgmt.CodeUnknownServer {
+	if _, err := m.(mgmt.AuthManager).AuthLoginStart(ctx, owner, mgmt.AuthLoginStartParams{ServerRef: mgmt.ServerRef{Name: "nope"}}); !errors.As(err, &me) || me.Code != mgmt.CodeUnknownServer {
 		t.Fatalf("login to an unknown server: %v", err)
 	}
 	if _, err := m.(mgmt.AuthManager).AuthLoginComplete(ctx, owner, mgmt.AuthLoginCompleteParams{ServerRef: mgmt.ServerRef{Name: "machine"}}); !errors.As(err, &me) || me.Code != mgmt.CodeConflict {

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -16,7 +15,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/toolgate/toolgate/internal/mgmt"
-	"github.com/toolgate/toolgate/internal/netguard"
 	"github.com/toolgate/toolgate/internal/upstreamauth"
 )
 
@@ -79,7 +77,11 @@ servers that redirect at once (tests, automation).`,
 			}
 			defer closeM()
 			ref := f.ref(args[0])
-			start, err := am.AuthLoginStart(ctx, who, mgmt.AuthParams{ServerRef: ref})
+			sp := mgmt.AuthLoginStartParams{ServerRef: ref}
+			if headless {
+				sp.Headless = &headless
+			}
+			start, err := am.AuthLoginStart(ctx, who, sp)
 			if err != nil {
 				return err
 			}
@@ -87,14 +89,7 @@ servers that redirect at once (tests, automation).`,
 			fmt.Fprintf(env.Err, "Open the URL above to sign in to %s; waiting for the redirect to %s (until %s).\n",
 				start.Server, start.RedirectURI, time.Unix(start.ExpiresAt, 0).Format(time.Kitchen))
 			p := mgmt.AuthLoginCompleteParams{ServerRef: ref}
-			switch {
-			case headless:
-				go func() {
-					if err := followRedirects(ctx, start.URL); err != nil {
-						fmt.Fprintf(env.Err, "The headless sign-in stopped: %v\n", err)
-					}
-				}()
-			case open:
+			if open && !headless {
 				if err := openBrowser(start.URL); err != nil {
 					fmt.Fprintf(env.Err, "Could not open a browser (%v): open the URL yourself.\n", err)
 				}
@@ -282,40 +277,5 @@ func openBrowser(rawURL string) error {
 		return err
 	}
 	go func() { _ = c.Wait() }()
-	return nil
-}
-
-// followRedirects plays the browser for an authorization server that redirects at
-// once: it fetches the URL and follows its redirects (at most 10, each under the
-// default netguard policy: no metadata service, plain http only to loopback) to the
-// loopback listener, carrying no cookie and no credential.
-func followRedirects(ctx context.Context, rawURL string) error {
-	guard := netguard.NewGuard(netguard.Policy{}, nil)
-	tr := netguard.NewTransport(guard)
-	defer tr.CloseIdleConnections()
-	hc := &http.Client{Transport: tr, Timeout: 30 * time.Second,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 10 {
-				return errors.New("more than 10 redirects")
-			}
-			_, err := netguard.ValidateURL(req.URL.String(), guard.Policy())
-			return err
-		}}
-	if _, err := netguard.ValidateURL(rawURL, guard.Policy()); err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("the sign-in ended at %s with HTTP %d: a person must sign in", resp.Request.URL.Redacted(), resp.StatusCode)
-	}
 	return nil
 }

@@ -21,14 +21,22 @@ const (
 // them method_not_found.
 type AuthManager interface {
 	AuthStatus(ctx context.Context, c Caller, p AuthParams) (*AuthStatusResult, error)
-	AuthLoginStart(ctx context.Context, c Caller, p AuthParams) (*AuthLoginStartResult, error)
+	AuthLoginStart(ctx context.Context, c Caller, p AuthLoginStartParams) (*AuthLoginStartResult, error)
 	AuthLoginComplete(ctx context.Context, c Caller, p AuthLoginCompleteParams) (*AuthStatusResult, error)
 	AuthLogout(ctx context.Context, c Caller, p AuthLogoutParams) (*AuthStatusResult, error)
 }
 
-// AuthParams name the server (mcp/auth/status, mcp/auth/login_start).
+// AuthParams name the server (mcp/auth/status).
 type AuthParams struct {
 	ServerRef
+}
+
+// AuthLoginStartParams start a login. Headless makes the serving process follow the
+// authorization server's immediate redirects itself, with no browser (tests,
+// automation); an authorization server that shows a page then fails the login.
+type AuthLoginStartParams struct {
+	ServerRef
+	Headless *bool `json:"headless,omitempty"`
 }
 
 // AuthLoginCompleteParams finish the login mcp/auth/login_start began. Without
@@ -67,6 +75,11 @@ func decodeAuth(method string, raw json.RawMessage) (p AuthParams, err error) {
 	return p, readParams(method, raw, refParams(&p.ServerRef)...)
 }
 
+func decodeAuthStart(raw json.RawMessage) (p AuthLoginStartParams, err error) {
+	ps := append(refParams(&p.ServerRef), boolParam("headless", &p.Headless))
+	return p, readParams(MethodAuthLoginStart, raw, ps...)
+}
+
 func decodeAuthComplete(raw json.RawMessage) (p AuthLoginCompleteParams, err error) {
 	ps := append(refParams(&p.ServerRef), strParam("callback_url", &p.CallbackURL))
 	return p, readParams(MethodAuthLoginComplete, raw, ps...)
@@ -89,16 +102,19 @@ func (d *dispatcher) runAuth(ctx context.Context, who Caller, method string, raw
 		return nil, false, nil
 	}
 	switch method {
-	case MethodAuthStatus, MethodAuthLoginStart:
+	case MethodAuthStatus:
 		p, err := decodeAuth(method, raw)
 		if err != nil {
 			return nil, true, err
 		}
-		if method == MethodAuthStatus {
-			res, err = am.AuthStatus(ctx, who, p)
-		} else {
-			res, err = am.AuthLoginStart(ctx, who, p)
+		res, err = am.AuthStatus(ctx, who, p)
+		return res, true, err
+	case MethodAuthLoginStart:
+		p, err := decodeAuthStart(raw)
+		if err != nil {
+			return nil, true, err
 		}
+		res, err = am.AuthLoginStart(ctx, who, p)
 		return res, true, err
 	case MethodAuthLoginComplete:
 		p, err := decodeAuthComplete(raw)
@@ -141,7 +157,7 @@ func (c checked) AuthStatus(ctx context.Context, who Caller, p AuthParams) (*Aut
 	return r, nil
 }
 
-func (c checked) AuthLoginStart(ctx context.Context, who Caller, p AuthParams) (*AuthLoginStartResult, error) {
+func (c checked) AuthLoginStart(ctx context.Context, who Caller, p AuthLoginStartParams) (*AuthLoginStartResult, error) {
 	am, err := c.authManager()
 	if err != nil {
 		return nil, err
@@ -192,7 +208,7 @@ func (c *Client) AuthStatus(ctx context.Context, _ Caller, p AuthParams) (*AuthS
 	return call[AuthStatusResult](ctx, c, MethodAuthStatus, p)
 }
 
-func (c *Client) AuthLoginStart(ctx context.Context, _ Caller, p AuthParams) (*AuthLoginStartResult, error) {
+func (c *Client) AuthLoginStart(ctx context.Context, _ Caller, p AuthLoginStartParams) (*AuthLoginStartResult, error) {
 	return call[AuthLoginStartResult](ctx, c, MethodAuthLoginStart, p)
 }
 
