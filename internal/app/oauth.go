@@ -352,13 +352,19 @@ func (a *App) authStatusResult(ctx context.Context, s *upstreamauth.Server) (*mg
 	return &mgmt.AuthStatusResult{Auth: b}, nil
 }
 
-// AuthStatus implements mgmt.AuthManager.
-func (a *App) AuthStatus(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) (*mgmt.AuthStatusResult, error) {
-	m, err := a.resolve(ctx, p.ServerRef)
+// authOf resolves a server address to the installed server and its sign-in.
+func (a *App) authOf(ctx context.Context, ref mgmt.ServerRef) (store.MCPServer, *upstreamauth.Server, error) {
+	m, err := a.resolve(ctx, ref)
 	if err != nil {
-		return nil, err
+		return m, nil, err
 	}
 	s, err := a.authServerOf(ctx, &m)
+	return m, s, err
+}
+
+// AuthStatus implements mgmt.AuthManager.
+func (a *App) AuthStatus(ctx context.Context, _ mgmt.Caller, p mgmt.AuthParams) (*mgmt.AuthStatusResult, error) {
+	_, s, err := a.authOf(ctx, p.ServerRef)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +397,7 @@ func (a *App) AuthLoginStart(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLogi
 
 // AuthLoginComplete implements mgmt.AuthManager.
 func (a *App) AuthLoginComplete(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLoginCompleteParams) (*mgmt.AuthStatusResult, error) {
-	m, err := a.resolve(ctx, p.ServerRef)
+	m, s, err := a.authOf(ctx, p.ServerRef)
 	if err != nil {
 		return nil, err
 	}
@@ -410,20 +416,12 @@ func (a *App) AuthLoginComplete(ctx context.Context, _ mgmt.Caller, p mgmt.AuthL
 	if err != nil {
 		return nil, signInError(err)
 	}
-	s, err := a.authServerOf(ctx, &m)
-	if err != nil {
-		return nil, err
-	}
 	return a.authStatusResult(ctx, s)
 }
 
 // AuthLogout implements mgmt.AuthManager.
 func (a *App) AuthLogout(ctx context.Context, _ mgmt.Caller, p mgmt.AuthLogoutParams) (*mgmt.AuthStatusResult, error) {
-	m, err := a.resolve(ctx, p.ServerRef)
-	if err != nil {
-		return nil, err
-	}
-	s, err := a.authServerOf(ctx, &m)
+	m, s, err := a.authOf(ctx, p.ServerRef)
 	if err != nil {
 		return nil, err
 	}

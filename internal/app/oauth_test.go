@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/upstreamauth"
@@ -53,20 +54,7 @@ func TestRemoteOAuth(t *testing.T) {
 		t.Fatalf("details.auth: %s %v", det.Auth, err)
 	}
 
-	login, err := a.StartAuthLogin(ctx, "prot")
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The fixture's authorization endpoint redirects at once: the browser's part.
-	resp, err := http.Get(login.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if err := login.Wait(ctx); err != nil {
-		t.Fatalf("login: %v", err)
-	}
-	waitState(t, a, "prot", host.StateReady)
+	signIn(t, a, "prot")
 	res, err := call()
 	if err != nil || !strings.Contains(string(res), "echo") {
 		t.Fatalf("call after sign-in: %s %v", res, err)
@@ -156,19 +144,7 @@ func TestRemoteOAuthConfigured(t *testing.T) {
 	if _, err := a.Upstreams().Call(ctx, "person", "tools/list", json.RawMessage(`{}`), host.CallOptions{}); !errors.Is(err, host.ErrAuthRequired) {
 		t.Fatalf("person call before sign-in: %v", err)
 	}
-	login, err := a.StartAuthLogin(ctx, "person")
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.Get(login.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if err := login.Wait(ctx); err != nil {
-		t.Fatalf("login: %v", err)
-	}
-	waitState(t, a, "person", host.StateReady)
+	signIn(t, a, "person")
 	if f.Registrations() != 0 {
 		t.Fatalf("%d dynamic registrations with pre-registered clients", f.Registrations())
 	}
@@ -204,4 +180,24 @@ func TestRemoteOAuthConfigured(t *testing.T) {
 	if _, err := m.(mgmt.AuthManager).AuthLoginComplete(ctx, owner, mgmt.AuthLoginCompleteParams{ServerRef: mgmt.ServerRef{Name: "machine"}}); !errors.As(err, &me) || me.Code != mgmt.CodeConflict {
 		t.Fatalf("complete with no login: %v", err)
 	}
+}
+
+// signIn completes a person's login to name, playing the browser (the fixture's
+// authorization endpoint redirects at once), and waits for the server to be ready.
+func signIn(t *testing.T, a *app.App, name string) {
+	t.Helper()
+	ctx := context.Background()
+	login, err := a.StartAuthLogin(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.Get(login.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if err := login.Wait(ctx); err != nil {
+		t.Fatalf("login: %v", err)
+	}
+	waitState(t, a, name, host.StateReady)
 }

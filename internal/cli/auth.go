@@ -35,21 +35,21 @@ func newAuthCmd(env *Env) *cobra.Command {
 	return cmd
 }
 
-// authManager opens the data directory's Manager with its sign-in methods.
-func authManager(ctx context.Context, env *Env) (mgmt.AuthManager, mgmt.Caller, func() error, error) {
+// withAuth runs fn with the data directory's Manager's sign-in methods (checked).
+func withAuth(cmd *cobra.Command, env *Env, fn func(context.Context, mgmt.AuthManager, mgmt.Caller) error) error {
+	ctx := cmd.Context()
 	m, who, closeM, err := openManager(ctx, env)
 	if err != nil {
-		return nil, who, nil, err
+		return err
 	}
-	if closeM == nil {
-		closeM = func() error { return nil }
+	if closeM != nil {
+		defer closeM()
 	}
 	am, ok := mgmt.Checked(m).(mgmt.AuthManager)
 	if !ok {
-		closeM()
-		return nil, who, nil, errors.New("this data directory's manager has no sign-in methods")
+		return errors.New("this data directory's manager has no sign-in methods")
 	}
-	return am, who, closeM, nil
+	return fn(ctx, am, who)
 }
 
 func newAuthLoginCmd(env *Env) *cobra.Command {
@@ -70,43 +70,39 @@ sent to (for a browser on another machine, which cannot reach the listener).
 servers that redirect at once (tests, automation).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			am, who, closeM, err := authManager(ctx, env)
-			if err != nil {
-				return err
-			}
-			defer closeM()
-			ref := f.ref(args[0])
-			sp := mgmt.AuthLoginStartParams{ServerRef: ref}
-			if headless {
-				sp.Headless = &headless
-			}
-			start, err := am.AuthLoginStart(ctx, who, sp)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(env.Out, start.URL)
-			fmt.Fprintf(env.Err, "Open the URL above to sign in to %s; waiting for the redirect to %s (until %s).\n",
-				start.Server, start.RedirectURI, time.Unix(start.ExpiresAt, 0).Format(time.Kitchen))
-			p := mgmt.AuthLoginCompleteParams{ServerRef: ref}
-			if open && !headless {
-				if err := openBrowser(start.URL); err != nil {
-					fmt.Fprintf(env.Err, "Could not open a browser (%v): open the URL yourself.\n", err)
+			return withAuth(cmd, env, func(ctx context.Context, am mgmt.AuthManager, who mgmt.Caller) error {
+				ref := f.ref(args[0])
+				sp := mgmt.AuthLoginStartParams{ServerRef: ref}
+				if headless {
+					sp.Headless = &headless
 				}
-			}
-			if paste {
-				fmt.Fprintln(env.Err, "Paste the URL the browser was sent to:")
-				line, err := bufio.NewReader(io.LimitReader(env.In, 16<<10)).ReadString('\n')
-				if err != nil && line == "" {
-					return fmt.Errorf("reading the pasted URL: %w", err)
+				start, err := am.AuthLoginStart(ctx, who, sp)
+				if err != nil {
+					return err
 				}
-				p.CallbackURL = strings.TrimSpace(line)
-			}
-			res, err := am.AuthLoginComplete(ctx, who, p)
-			if err != nil {
-				return err
-			}
-			return writeAuth(env, &f, res)
+				fmt.Fprintln(env.Out, start.URL)
+				fmt.Fprintf(env.Err, "Open the URL above to sign in to %s; waiting for the redirect to %s (until %s).\n",
+					start.Server, start.RedirectURI, time.Unix(start.ExpiresAt, 0).Format(time.Kitchen))
+				p := mgmt.AuthLoginCompleteParams{ServerRef: ref}
+				if open && !headless {
+					if err := openBrowser(start.URL); err != nil {
+						fmt.Fprintf(env.Err, "Could not open a browser (%v): open the URL yourself.\n", err)
+					}
+				}
+				if paste {
+					fmt.Fprintln(env.Err, "Paste the URL the browser was sent to:")
+					line, err := bufio.NewReader(io.LimitReader(env.In, 16<<10)).ReadString('\n')
+					if err != nil && line == "" {
+						return fmt.Errorf("reading the pasted URL: %w", err)
+					}
+					p.CallbackURL = strings.TrimSpace(line)
+				}
+				res, err := am.AuthLoginComplete(ctx, who, p)
+				if err != nil {
+					return err
+				}
+				return writeAuth(env, &f, res)
+			})
 		},
 	}
 	f.add(cmd, true)
@@ -124,57 +120,53 @@ func newAuthStatusCmd(env *Env) *cobra.Command {
 		Short: "Show the OAuth sign-in of one remote MCP server, or of every one that signs in",
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			am, who, closeM, err := authManager(ctx, env)
-			if err != nil {
-				return err
-			}
-			defer closeM()
-			if len(args) == 1 {
-				res, err := am.AuthStatus(ctx, who, mgmt.AuthParams{ServerRef: f.ref(args[0])})
+			return withAuth(cmd, env, func(ctx context.Context, am mgmt.AuthManager, who mgmt.Caller) error {
+				if len(args) == 1 {
+					res, err := am.AuthStatus(ctx, who, mgmt.AuthParams{ServerRef: f.ref(args[0])})
+					if err != nil {
+						return err
+					}
+					return writeAuth(env, &f, res)
+				}
+				m, _ := am.(mgmt.Manager)
+				if m == nil {
+					return errors.New("this data directory's manager cannot list servers")
+				}
+				list, err := m.List(ctx, who, mgmt.ListParams{WorkspaceID: f.workspace})
 				if err != nil {
 					return err
 				}
-				return writeAuth(env, &f, res)
-			}
-			m, _ := am.(mgmt.Manager)
-			if m == nil {
-				return errors.New("this data directory's manager cannot list servers")
-			}
-			list, err := m.List(ctx, who, mgmt.ListParams{WorkspaceID: f.workspace})
-			if err != nil {
-				return err
-			}
-			var all []json.RawMessage
-			for _, s := range list.Servers {
-				res, err := am.AuthStatus(ctx, who, mgmt.AuthParams{ServerRef: mgmt.ServerRef{WorkspaceID: f.workspace, ServerID: s.ID}})
-				var me *mgmt.Error
-				if errors.As(err, &me) && me.Code == mgmt.CodeConflict {
-					continue // does not sign in
+				var all []json.RawMessage
+				for _, s := range list.Servers {
+					res, err := am.AuthStatus(ctx, who, mgmt.AuthParams{ServerRef: mgmt.ServerRef{WorkspaceID: f.workspace, ServerID: s.ID}})
+					var me *mgmt.Error
+					if errors.As(err, &me) && me.Code == mgmt.CodeConflict {
+						continue // does not sign in
+					}
+					if err != nil {
+						return err
+					}
+					all = append(all, res.Auth)
 				}
-				if err != nil {
+				if f.asJSON {
+					b, err := mgmt.Encode(map[string]any{"servers": nonNilRaw(all)})
+					if err != nil {
+						return err
+					}
+					_, err = env.Out.Write(append(b, '\n'))
 					return err
 				}
-				all = append(all, res.Auth)
-			}
-			if f.asJSON {
-				b, err := mgmt.Encode(map[string]any{"servers": nonNilRaw(all)})
-				if err != nil {
+				if len(all) == 0 {
+					_, err := fmt.Fprintln(env.Out, "No installed server signs in with OAuth.")
 					return err
 				}
-				_, err = env.Out.Write(append(b, '\n'))
-				return err
-			}
-			if len(all) == 0 {
-				_, err := fmt.Fprintln(env.Out, "No installed server signs in with OAuth.")
-				return err
-			}
-			for _, a := range all {
-				if err := writeStatus(env.Out, a); err != nil {
-					return err
+				for _, a := range all {
+					if err := writeStatus(env.Out, a); err != nil {
+						return err
+					}
 				}
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	f.add(cmd, false)
@@ -189,21 +181,17 @@ func newAuthLogoutCmd(env *Env) *cobra.Command {
 		Short: "Forget a remote MCP server's OAuth tokens (--revoke: at the authorization server too)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			am, who, closeM, err := authManager(ctx, env)
-			if err != nil {
-				return err
-			}
-			defer closeM()
-			p := mgmt.AuthLogoutParams{ServerRef: f.ref(args[0])}
-			if revoke {
-				p.Revoke = &revoke
-			}
-			res, err := am.AuthLogout(ctx, who, p)
-			if err != nil {
-				return err
-			}
-			return writeAuth(env, &f, res)
+			return withAuth(cmd, env, func(ctx context.Context, am mgmt.AuthManager, who mgmt.Caller) error {
+				p := mgmt.AuthLogoutParams{ServerRef: f.ref(args[0])}
+				if revoke {
+					p.Revoke = &revoke
+				}
+				res, err := am.AuthLogout(ctx, who, p)
+				if err != nil {
+					return err
+				}
+				return writeAuth(env, &f, res)
+			})
 		},
 	}
 	f.add(cmd, true)
