@@ -209,25 +209,25 @@ func TestOAuthLoginThroughTheBinary(t *testing.T) {
 	noSecretLeft(t, canary, data, s)
 }
 
-// noSecretLeft checks that canary is in no process's command line, then stops the
-// daemon and checks its log and the data directory's files.
+// noSecretLeft checks that canary (a secret or token) is in no process's command
+// line, then stops the daemon and checks its log and the data directory's files.
 func noSecretLeft(t *testing.T, canary, data string, s *serve) {
 	t.Helper()
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
 		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
 		if err == nil && strings.Contains(string(cmdline), canary) {
-			t.Fatalf("a token is in the command line of %s: %q", e.Name(), cmdline)
+			t.Fatalf("a secret is in the command line of %s: %q", e.Name(), cmdline)
 		}
 	}
 	s.Stop(t, syscall.SIGTERM)
 	if strings.Contains(s.Stderr.String(), canary) {
-		t.Fatalf("a token is in the daemon's log:\n%s", s.Stderr.String())
+		t.Fatalf("a secret is in the daemon's log:\n%s", s.Stderr.String())
 	}
 	files, _ := filepath.Glob(filepath.Join(data, "*"))
 	for _, p := range files {
 		if b, err := os.ReadFile(p); err == nil && strings.Contains(string(b), canary) {
-			t.Fatalf("a token is in %s in clear", p)
+			t.Fatalf("a secret is in %s in clear", p)
 		}
 	}
 }

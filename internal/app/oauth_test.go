@@ -180,6 +180,29 @@ func TestRemoteOAuthConfigured(t *testing.T) {
 	if _, err := m.(mgmt.AuthManager).AuthLoginComplete(ctx, owner, mgmt.AuthLoginCompleteParams{ServerRef: mgmt.ServerRef{Name: "machine"}}); !errors.As(err, &me) || me.Code != mgmt.CodeConflict {
 		t.Fatalf("complete with no login: %v", err)
 	}
+	// A pasted URL that is not this login's callback is refused, and nothing is
+	// exchanged: another host, another state, a script URL, a huge one.
+	am := m.(mgmt.AuthManager)
+	for _, bad := range []string{"http://evil.example/callback?code=c&state=s", "javascript:alert(1)",
+		"http://127.0.0.1:1/callback?code=c&state=" + strings.Repeat("x", 20000)} {
+		start, err := am.AuthLoginStart(ctx, owner, mgmt.AuthLoginStartParams{ServerRef: mgmt.ServerRef{Name: "person"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := len(f.TokenRequests())
+		_, err = am.AuthLoginComplete(ctx, owner, mgmt.AuthLoginCompleteParams{ServerRef: mgmt.ServerRef{Name: "person"}, CallbackURL: bad})
+		if !errors.As(err, &me) || me.Code != mgmt.CodeConflict || len(f.TokenRequests()) != n {
+			t.Fatalf("pasted %.40q (login %s): %v, %d token requests", bad, start.RedirectURI, err, len(f.TokenRequests())-n)
+		}
+	}
+	// A stdio server does not sign in.
+	stdio := `{"mcpServers":{"plain":{"command":"/bin/true"}}}`
+	if res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: stdio}); err != nil || res.Status != mgmt.InstallOK {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	if _, err := am.AuthLoginStart(ctx, owner, mgmt.AuthLoginStartParams{ServerRef: mgmt.ServerRef{Name: "plain"}}); !errors.As(err, &me) || me.Code != mgmt.CodeConflict {
+		t.Fatalf("login to a stdio server: %v", err)
+	}
 }
 
 // signIn completes a person's login to name, playing the browser (the fixture's
