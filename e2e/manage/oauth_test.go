@@ -137,6 +137,9 @@ func TestOAuthLoginThroughTheBinary(t *testing.T) {
 	if d.Auth.State != "sign_in_required" || d.Auth.Reason != "login_required" {
 		t.Fatalf("auth before login: %+v", d.Auth)
 	}
+	if human := tgOK(t, data, "details", "prot"); !strings.Contains(human, "Sign-in") || !strings.Contains(human, "sign_in_required (login_required: the server requires a sign-in: toolgate auth login prot)") {
+		t.Fatalf("details for a person:\n%s", human)
+	}
 	mcpN, asN := f.MCPTotal(), f.ASRequests()
 	time.Sleep(300 * time.Millisecond)
 	details(t, data, "prot", &answers)
