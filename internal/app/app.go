@@ -154,6 +154,7 @@ type App struct {
 	// as this process reaches them, and what hands them to the kernel side.
 	ks                *keystore.Keystore
 	dialer            *upstreamDialer
+	auths             *upstreamAuths
 	up                hostrelay.Upstreams
 	stopUpWatch       func()
 	usync             *upstreamSync

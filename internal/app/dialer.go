@@ -40,6 +40,9 @@ type upstreamDialer struct {
 	// that server ask that principal (docs/trust.md). Nil answers with upstream's
 	// default (every request refused).
 	requests func(server, sessionKey string, deliver upstream.RequestHandler) upstream.RequestHandler
+	// auths signs in to remote servers with OAuth (oauth.go); nil dials them with
+	// their configured headers only.
+	auths *upstreamAuths
 }
 
 // clientCapabilities are what toolgate declares to an upstream when it routes the
@@ -81,7 +84,7 @@ func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.S
 	case mcpconfig.Stdio:
 		return d.dialStdio(ctx, cfg.server.Name, t, src, opts)
 	case mcpconfig.HTTP, mcpconfig.SSE:
-		return d.dialHTTP(ctx, t, src, opts)
+		return d.dialHTTP(ctx, cfg, src, opts)
 	}
 	return nil, fmt.Errorf("dialing %q: unknown transport %q", req.Server, t.Kind)
 }
@@ -119,7 +122,8 @@ func (d *upstreamDialer) dialStdio(ctx context.Context, name string, t *mcpconfi
 	return &upstreamSession{c: c, p: p}, nil
 }
 
-func (d *upstreamDialer) dialHTTP(ctx context.Context, t *mcpconfig.Transport, src mcpconfig.SecretSource, opts upstream.Options) (host.Session, error) {
+func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpconfig.SecretSource, opts upstream.Options) (host.Session, error) {
+	t := &cfg.server.Transport
 	// The server's reach: loopback only when its URL names loopback, plain http only
 	// to loopback, the default denied ranges (metadata endpoints, …) never
 	// (docs/trust.md).
@@ -139,9 +143,20 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, t *mcpconfig.Transport, s
 	if t.Kind == mcpconfig.SSE {
 		kind = upstream.HTTPSSE
 	}
+	spec := upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind, Headers: sealedHeaders(hs)}
+	if d.auths != nil && usesOAuth(t) {
+		// The server's OAuth sign-in owns its Authorization header and answers its
+		// challenges; without usable credentials the dial fails with an
+		// *upstream.AuthRequiredError at once (authErr parks the server).
+		a, err := d.auths.get(ctx, cfg, true)
+		if err != nil {
+			return nil, err
+		}
+		spec.Auth = a
+	}
 	tr := netguard.NewTransport(guard)
-	c, err := upstream.DialHTTP(ctx, upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind,
-		Headers: sealedHeaders(hs), Transport: tr}, opts)
+	spec.Transport = tr
+	c, err := upstream.DialHTTP(ctx, spec, opts)
 	if err != nil {
 		tr.CloseIdleConnections()
 		return nil, authErr(err)

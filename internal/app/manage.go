@@ -420,6 +420,9 @@ func (a *App) Uninstall(ctx context.Context, c mgmt.Caller, p mgmt.UninstallPara
 	if err := a.ks.DeleteServer(ctx, ksScope(&m), m.Name); err != nil {
 		a.log.Warn("deleting an uninstalled server's secrets", "server", m.Name, "err", err)
 	}
+	if err := a.auths.forget(ctx, ksScope(&m), m.Name); err != nil {
+		a.log.Warn("deleting an uninstalled server's sign-in", "server", m.Name, "err", err)
+	}
 	// Its pins and holds go too: a server installed again under the name is a stranger
 	// (docs/trust.md).
 	if err := a.ForgetTrust(ctx, m.Name); err != nil {
@@ -473,6 +476,15 @@ func (a *App) Details(ctx context.Context, _ mgmt.Caller, p mgmt.DetailsParams) 
 		a.log.Warn("reading a server's pins for details", "server", m.Name, "err", err)
 	} else if b, err := json.Marshal(td); err == nil {
 		res.Trust = b
+	}
+	if signsIn(&m) {
+		if s, err := a.authServerOf(ctx, &m); err != nil {
+			a.log.Warn("reading a server's sign-in for details", "server", m.Name, "err", err)
+		} else if r, err := a.authStatusResult(ctx, s); err != nil {
+			a.log.Warn("reading a server's sign-in for details", "server", m.Name, "err", err)
+		} else {
+			res.Auth = r.Auth
+		}
 	}
 	evs, err := a.st.ListAudit(ctx, audit.Filter{Resource: ServerResource(m.Name), Limit: DetailsAuditLimit, Last: true})
 	if err != nil {

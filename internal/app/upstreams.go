@@ -45,7 +45,8 @@ func (a *App) openUpstreams(ctx context.Context) error {
 		return err // names the key file and the fix
 	}
 	a.ks = ks
-	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests}
+	a.auths = &upstreamAuths{ks: ks, log: a.log, changed: a.credentialsChanged}
+	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths}
 	a.usync = newUpstreamSync(a)
 	node, err := hostrelay.Open(ctx, a.dir, hostrelay.Options{
 		NewHost:   a.newHost,
@@ -83,11 +84,16 @@ func (a *App) closeUpstreams() error {
 		a.usync.close()
 	}
 	if a.up == nil {
+		if a.auths != nil {
+			a.auths.close()
+		}
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), UpstreamCloseTimeout)
 	defer cancel()
-	if err := a.up.Close(ctx); err != nil {
+	err := a.up.Close(ctx)
+	a.auths.close()
+	if err != nil {
 		return fmt.Errorf("stopping the upstream servers: %w", err)
 	}
 	return nil

@@ -31,7 +31,7 @@ const (
 	whyTimeout  = "toolgate applies its own call and start-up timeouts, so it has no effect"
 	whyWatch    = "toolgate does not restart a server when files change (use toolgate restart), so it has no effect"
 	whyMetadata = "catalogue metadata of the editor that wrote the file, so it has no effect"
-	whyOAuth    = "is not supported: toolgate does not sign in to upstream servers yet; put a token in headers"
+	whyOAuth    = "is not supported: toolgate signs in to a remote server with OAuth by itself (configure it with oauth: docs/mcp-config.md)"
 	whyFilter   = "is not supported: toolgate publishes the tools that grants allow, so grant only the tools you want rather than rely on a filter that would be ignored"
 )
 
@@ -65,7 +65,7 @@ var entryMembers = map[string]memberRule{
 	"envFile":          {memberRefused, "is not supported: put the variables in env (their values are kept in the keystore, not in a file toolgate would read at every start)"},
 	"includeTools":     {memberRefused, whyFilter},
 	"excludeTools":     {memberRefused, whyFilter},
-	"oauth":            {memberRefused, whyOAuth},
+	"oauth":            {kind: memberRead},
 	"authProviderType": {memberRefused, whyOAuth},
 	"pin":              {memberRefused, "is reserved for catalogue pinning, which this version does not support"},
 }
@@ -293,7 +293,7 @@ func (p *entryParser) transport(obj map[string]any, t *Transport) {
 		p.errorf(pathMember(p.path, "httpUrl"), `is Gemini CLI's Streamable HTTP URL, but the type is "sse": use url`)
 	}
 	if t.Kind == Stdio {
-		for _, k := range append(urlKeys, "headers") {
+		for _, k := range append(urlKeys, "headers", "oauth") {
 			if _, ok := field(obj, k); ok {
 				p.errorf(pathMember(p.path, k), "is only for HTTP servers, and this one is a stdio server")
 			}
@@ -311,6 +311,7 @@ func (p *entryParser) transport(obj map[string]any, t *Transport) {
 		return
 	}
 	p.remote(obj, urlKeys[0], t)
+	p.oauth(obj, t)
 }
 
 // value checks one string that may hold references and resolves them. It reports

@@ -33,6 +33,19 @@ type fpDoc struct {
 	Headers   []fpVar   `json:"headers"`
 	Isolation Isolation `json:"isolation"`
 	Required  bool      `json:"required"`
+	// OAuth is absent without an oauth member, so older fingerprints stay as they were.
+	OAuth *fpOAuth `json:"oauth,omitempty"`
+}
+
+type fpOAuth struct {
+	Disabled          bool     `json:"disabled"`
+	Grant             string   `json:"grant"`
+	ClientID          string   `json:"client_id"`
+	ClientSecret      string   `json:"client_secret"`
+	PrivateKey        string   `json:"private_key"`
+	Issuer            string   `json:"issuer"`
+	Scopes            []string `json:"scopes"`
+	ClientMetadataURL string   `json:"client_metadata_url"`
 }
 
 // Fingerprint identifies the definition: "sha256:" and the hex SHA-256 of a canonical
@@ -48,6 +61,10 @@ func (s *Server) Fingerprint() string {
 		Format: fingerprintFormat, Name: s.Name, Kind: t.Kind, Command: t.Command, Cwd: t.Cwd, URL: t.URL,
 		Isolation: s.Isolation, Required: s.Required,
 		Args: []fpArg{}, Env: fpVars(t.Env), Query: fpVars(t.Query), Headers: fpVars(t.Headers),
+	}
+	if o := t.OAuth; o != nil {
+		doc.OAuth = &fpOAuth{Disabled: o.Disabled, Grant: o.Grant, ClientID: o.ClientID, ClientSecret: o.ClientSecret.Digest,
+			PrivateKey: o.PrivateKey.Digest, Issuer: o.Issuer, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL}
 	}
 	for _, a := range t.Args {
 		if a.Secret != "" {

@@ -85,6 +85,9 @@ type Transport struct {
 	// Headers are sent with every request, sorted by canonical name; every value is a
 	// secret. URL userinfo becomes an Authorization header here.
 	Headers []Var `json:"headers,omitempty"`
+	// OAuth configures the sign-in of a remote server; nil is the default (discovery
+	// and dynamic registration at the first 401). HTTP and SSE only.
+	OAuth *OAuth `json:"oauth,omitempty"`
 }
 
 // Arg is one command-line argument: a literal Value, or a secret named Secret (then

@@ -81,6 +81,9 @@ func (d *dispatcher) run(ctx context.Context, who Caller, method string, raw jso
 		}
 		return d.m.Details(ctx, who, DetailsParams{r})
 	}
+	if res, ok, err := d.runAuth(ctx, who, method, raw); ok {
+		return res, err
+	}
 	return nil, Errorf(CodeMethodNotFound, "method not found: %q", method)
 }
 

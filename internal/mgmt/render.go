@@ -1,6 +1,7 @@
 package mgmt
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"sort"
@@ -146,8 +147,9 @@ func WriteUninstall(w io.Writer, r *UninstallResult) error {
 	return err
 }
 
-// WriteDetails prints mcp/server/details as sections: the server, its health, each
-// catalogue list, the recent audit and the recent bindings.
+// WriteDetails prints mcp/server/details as sections: the server, its health, its
+// sign-in (a remote server's OAuth), each catalogue list, the recent audit and the
+// recent bindings.
 func WriteDetails(w io.Writer, r *DetailsResult) error {
 	s := &r.Server
 	title := cell(s.Name, 60) + " (" + cell(s.ID, 24) + ")"
@@ -199,6 +201,10 @@ func WriteDetails(w io.Writer, r *DetailsResult) error {
 		for _, line := range strings.Split(tail, "\n") {
 			fmt.Fprintf(w, "    %s\n", textscan.Escape(line, 200))
 		}
+	}
+
+	if err := writeAuthSection(w, r.Auth); err != nil {
+		return err
 	}
 
 	c := &r.Catalog
@@ -284,4 +290,39 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// writeAuthSection prints a remote server's sign-in (details' auth), if it has one.
+// Its text may come from an authorization server: every value is escaped.
+func writeAuthSection(w io.Writer, raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var a struct {
+		State, Reason, Detail, Issuer, Grant string
+		ClientID                             string   `json:"client_id"`
+		Scopes                               []string `json:"scopes"`
+		ExpiresAt                            string   `json:"expires_at"`
+		Refreshable                          bool     `json:"refreshable"`
+	}
+	if err := json.Unmarshal(raw, &a); err != nil {
+		return fmt.Errorf("reading the server's sign-in: %w", err)
+	}
+	fmt.Fprintln(w, "\nSign-in")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	state := cell(a.State, 24)
+	if a.Reason != "" {
+		state += " (" + cell(a.Reason, 32) + ": " + cell(a.Detail, 200) + ")"
+	}
+	fmt.Fprintf(tw, "  state\t%s\n", state)
+	for _, kv := range [][2]string{{"issuer", a.Issuer}, {"grant", a.Grant}, {"client", a.ClientID},
+		{"scopes", strings.Join(a.Scopes, " ")}, {"expires", a.ExpiresAt}} {
+		if kv[1] != "" {
+			fmt.Fprintf(tw, "  %s\t%s\n", kv[0], cell(kv[1], 200))
+		}
+	}
+	if a.Grant != "" {
+		fmt.Fprintf(tw, "  refreshable\t%s\n", yesNo(a.Refreshable))
+	}
+	return tw.Flush()
 }

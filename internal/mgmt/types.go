@@ -198,6 +198,10 @@ type DetailsResult struct {
 	// pins), trust policy and the last listing's verdicts: app.TrustDetails, as JSON
 	// (docs/trust.md). Deciding a hold is the owner's, from toolgate pins.
 	Trust json.RawMessage `json:"trust,omitempty"`
+	// Auth is a remote server's OAuth sign-in (upstreamauth.Status, as JSON: state,
+	// reason and detail when a sign-in is required, issuer, scopes, expiry; never a
+	// secret): docs/upstream-auth.md. Absent for a server that does not sign in.
+	Auth json.RawMessage `json:"auth,omitempty"`
 }
 
 // Catalog is a server's catalogue as details shows it: summaries, not the upstream's

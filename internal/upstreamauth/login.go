@@ -446,6 +446,13 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 	return l.s.install(ctx, g, viaLogin)
 }
 
+// Follow plays the browser for an authorization server that redirects at once
+// (tests, automation, the conformance suite): the headless sign-in of
+// Config.Headless, for a login a person started. It returns once the callback
+// was delivered; Wait then finishes the login. A server that shows a page
+// instead ends it with an error (a person must sign in).
+func (l *Login) Follow(ctx context.Context) error { return l.s.follow(ctx, l) }
+
 // follow is the headless browser: it fetches the authorization URL and
 // follows the authorization server's redirects (each hop under the server's
 // policy, carrying nothing of toolgate's) until one reaches the loopback
