@@ -30,6 +30,18 @@ func TestFirstCatalogThenLazy(t *testing.T) {
 	if n := len(a.UpstreamTools()); n != 1 {
 		t.Fatalf("after the first fetch, %d servers published", n)
 	}
+	// The fetched catalogue is persisted before the App closes (the host saves it after
+	// publishing it; under load that can trail the publication).
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, ok, err := a.Store().LoadMCPCatalog(ctx, "fx"); err == nil && ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the first catalogue was never persisted")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: app.DefaultPrincipal, Tool: "fx.*", Action: "execute", Effect: policy.Allow}); err != nil {
 		t.Fatal(err)
 	}
