@@ -2,6 +2,7 @@ package reliability
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +42,46 @@ func newRig(t *testing.T, fixtureArgs ...string) *rig {
 	r.tg(t, "install", cfg, "--allow-implicit-invocation=true")
 	r.tg(t, "grant", "add", "--principal", "default", "--tool", "fx.*", "--action", "execute")
 	return r
+}
+
+// addServer installs another fixture as name, with marker in its argv, and grants
+// its tools.
+func (r *rig) addServer(t *testing.T, name, marker string, args ...string) {
+	t.Helper()
+	doc := map[string]any{"mcpServers": map[string]any{name: map[string]any{
+		"command": upstreamtest.Fixture(t), "args": append([]string{"-marker", marker}, args...),
+	}}}
+	b, _ := json.Marshal(doc)
+	cfg := filepath.Join(t.TempDir(), "mcp.json")
+	if err := os.WriteFile(cfg, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r.tg(t, "install", cfg, "--allow-implicit-invocation=true")
+	r.tg(t, "grant", "add", "--principal", "default", "--tool", name+".*", "--action", "execute")
+}
+
+// auditEvent is the part of a `toolgate audit --json` line the tests read.
+type auditEvent struct {
+	CallID   string `json:"call_id"`
+	Tool     string `json:"tool"`
+	Decision string `json:"decision"`
+	Code     string `json:"code"`
+}
+
+func (r *rig) audit(t testing.TB, args ...string) []auditEvent {
+	t.Helper()
+	var out []auditEvent
+	for _, l := range strings.Split(r.tg(t, append([]string{"audit", "--json", "--limit", "1000000"}, args...)...), "\n") {
+		if strings.TrimSpace(l) == "" {
+			continue
+		}
+		var e auditEvent
+		if err := json.Unmarshal([]byte(l), &e); err != nil {
+			t.Fatalf("audit line: %v: %s", err, l)
+		}
+		out = append(out, e)
+	}
+	return out
 }
 
 func (r *rig) tg(t testing.TB, args ...string) string {
@@ -122,9 +163,23 @@ func (s *session) open() error {
 // rpc sends one request and returns its result, or an error for a JSON-RPC error,
 // a transport failure or an ended session.
 func (s *session) rpc(method, params string) (json.RawMessage, error) {
-	s.next++
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
+	return s.rpcContext(context.Background(), method, params)
+}
+
+// post sends body on the session and returns the HTTP status.
+func (s *session) post(body string) (int, error) {
 	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(body))
+	s.headers(req)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+func (s *session) headers(req *http.Request) {
 	req.Header.Set("Authorization", "Bearer "+s.token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
@@ -132,6 +187,13 @@ func (s *session) rpc(method, params string) (json.RawMessage, error) {
 		req.Header.Set("Mcp-Session-Id", s.id)
 		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
 	}
+}
+
+func (s *session) rpcContext(ctx context.Context, method, params string) (json.RawMessage, error) {
+	s.next++
+	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
+	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/mcp", strings.NewReader(body))
+	s.headers(req)
 	c := s.client
 	if c == nil {
 		c = http.DefaultClient
