@@ -103,7 +103,9 @@ func TestLoad(t *testing.T) {
 	end := rssKiB(t, pid)
 	all := slices.Concat(lat...)
 	slices.Sort(all)
-	pct := func(p float64) time.Duration { return all[min(len(all)-1, int(p*float64(len(all))))].Round(10 * time.Microsecond) }
+	pct := func(p float64) time.Duration {
+		return all[min(len(all)-1, int(p*float64(len(all))))].Round(10 * time.Microsecond)
+	}
 	t.Logf("load: %d sessions × %d calls = %d calls in %v (%.0f calls/s), %d errors; latency p50 %v p90 %v p99 %v p99.9 %v max %v; serve RSS %d KiB before, peak %d KiB, %d KiB after",
 		nSess, nCalls, len(all), elapsed.Round(time.Millisecond), float64(len(all))/elapsed.Seconds(), errs.Load(),
 		pct(0.5), pct(0.9), pct(0.99), pct(0.999), all[len(all)-1].Round(10*time.Microsecond), base, peak.Load(), end)
