@@ -13,20 +13,6 @@ import (
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
 
-// cycles reads a cycle count from the environment (the long forms in
-// docs/reliability.md), or def.
-func cycles(t *testing.T, env string, def int) int {
-	t.Helper()
-	if v := os.Getenv(env); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("%s=%q: want a positive integer", env, v)
-		}
-		return n
-	}
-	return def
-}
-
 // onlyFixture returns the one live fixture process of r, waiting for it.
 func (r *rig) onlyFixture(t *testing.T) int {
 	t.Helper()
@@ -76,7 +62,7 @@ func echoOK(t *testing.T, s *session, text string) {
 // end than after the first cycles; no fixture process, no process in any group a
 // fixture ran in, and no temporary file is left once serve stops.
 func TestUpstreamCrashChurn(t *testing.T) {
-	n := cycles(t, "TOOLGATE_CRASH_CYCLES", 200)
+	n := envInt(t, "TOOLGATE_CRASH_CYCLES", 200)
 	r := newRig(t)
 	srv := r.serve(t)
 	s := r.session(t, srv.URL, "fx.echo")
@@ -125,7 +111,7 @@ func TestUpstreamCrashChurn(t *testing.T) {
 // and stopped with SIGTERM, 200 times (TOOLGATE_SERVE_CYCLES): every stop exits 0 and leaves no fixture process,
 // nothing in its process group, no daemon.json and no temporary file.
 func TestServeStartStopChurn(t *testing.T) {
-	n := cycles(t, "TOOLGATE_SERVE_CYCLES", 200)
+	n := envInt(t, "TOOLGATE_SERVE_CYCLES", 200)
 	r := newRig(t)
 	pgids := map[int]bool{}
 	start := time.Now()

@@ -13,6 +13,8 @@ import (
 	"time"
 )
 
+// envInt reads a count from the environment (the long forms in
+// docs/reliability.md), or def.
 func envInt(t *testing.T, name string, def int) int {
 	t.Helper()
 	if v := os.Getenv(name); v != "" {

@@ -299,19 +299,7 @@ func inGroups(pgids map[int]bool) []int {
 		if err != nil {
 			continue
 		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		i := bytes.LastIndexByte(stat, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(string(stat[i+1:]))
-		if len(f) < 3 || f[0] == "Z" || f[0] == "X" {
-			continue
-		}
-		if pg, _ := strconv.Atoi(f[2]); pgids[pg] {
+		if state, pg := stat(pid); state != "" && state != "Z" && state != "X" && pgids[pg] {
 			out = append(out, pid)
 		}
 	}
@@ -320,18 +308,24 @@ func inGroups(pgids map[int]bool) []int {
 
 // pgidOf returns pid's process group.
 func pgidOf(pid int) int {
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	_, pg := stat(pid)
+	return pg
+}
+
+// stat reads pid's state and process group from /proc/PID/stat ("" when gone).
+func stat(pid int) (state string, pgid int) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0
+		return "", 0
 	}
-	i := bytes.LastIndexByte(stat, ')')
+	i := bytes.LastIndexByte(b, ')')
 	if i < 0 {
-		return 0
+		return "", 0
 	}
-	f := strings.Fields(string(stat[i+1:]))
+	f := strings.Fields(string(b[i+1:]))
 	if len(f) < 3 {
-		return 0
+		return "", 0
 	}
-	n, _ := strconv.Atoi(f[2])
-	return n
+	pgid, _ = strconv.Atoi(f[2])
+	return f[0], pgid
 }
