@@ -84,7 +84,8 @@ func slope(at []time.Duration, kib []int) float64 {
 	return 0
 }
 
-// TestSoak: ten Go SDK client sessions call a local tool (local.read_file) and an
+// TestSoak: ten client sessions (eight Go SDK and two TypeScript SDK ones, or ten Go
+// SDK ones without the npm peers) call a local tool (local.read_file) and an
 // upstream's tools (fx.echo, fx.sleep) for TOOLGATE_SOAK (default 60 s) while the
 // upstream is crashed on a call or SIGKILLed and restarted every 2 s, and clients
 // abandon calls mid-flight (a cancelled context, which sends notifications/cancelled,
@@ -177,9 +178,57 @@ func TestSoak(t *testing.T) {
 		}
 	}()
 
-	// Ten client sessions.
+	// Ten client sessions: two TypeScript SDK ones when the SDK is installed, the
+	// rest Go SDK ones.
 	var calls [10]int
-	for w := range 10 {
+	goSessions := 10
+	if ts := newTSRunner(t); ts != nil {
+		goSessions = 8
+		tsDir := t.TempDir()
+		for w := 8; w < 10; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for j := 0; ctx.Err() == nil; j++ {
+					var batch [][2]string
+					for k := range 20 {
+						if k%2 == 0 {
+							batch = append(batch, [2]string{"local.read_file", `{"path":"a.md"}`})
+						} else {
+							batch = append(batch, [2]string{"fx.echo", fmt.Sprintf(`{"text":"ts%d-%d-%d"}`, w, j, k)})
+						}
+					}
+					steps, err := ts.session(context.Background(), tsDir, srv.URL, r.token, batch)
+					for _, st := range steps {
+						if st.Op != "call" {
+							continue
+						}
+						calls[w]++
+						switch {
+						case st.Thrown != "" || st.Result == nil:
+							y.mu.Lock()
+							y.transport = append(y.transport, "ts "+st.Name+": "+st.Thrown)
+							y.mu.Unlock()
+						case st.Result.IsError:
+							code := st.Result.Meta["toolgate/code"]
+							if code == "" {
+								code = "<none>"
+							}
+							y.add(st.Name, code)
+						default:
+							y.add(st.Name, "")
+						}
+					}
+					if err != nil {
+						y.mu.Lock()
+						y.transport = append(y.transport, "ts session: "+err.Error())
+						y.mu.Unlock()
+					}
+				}
+			}()
+		}
+	}
+	for w := range goSessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -352,8 +401,8 @@ func TestSoak(t *testing.T) {
 	if len(kib) >= 4 {
 		q := len(kib) / 4
 		b := slope(at[q:], kib[q:])
-		t.Logf("soak %v: %d calls by 10 sessions, %d upstream deaths; serve RSS %d KiB at %v, %d KiB at the end (max %d), slope %.0f KiB/min after the first quarter; %d descriptors at the end",
-			dur, total, crashes, kib[q], at[q].Round(time.Second), kib[len(kib)-1], maxOf(kib), b, fdEnd)
+		t.Logf("soak %v: %d calls by 10 sessions (%d Go SDK; %d calls by TypeScript SDK sessions), %d upstream deaths; serve RSS %d KiB at %v, %d KiB at the end (max %d), slope %.0f KiB/min after the first quarter; %d descriptors at the end",
+			dur, total, goSessions, calls[8]+calls[9], crashes, kib[q], at[q].Round(time.Second), kib[len(kib)-1], maxOf(kib), b, fdEnd)
 		if kib[len(kib)-1] > 2*kib[q]+32<<10 {
 			t.Errorf("serve's RSS grew from %d KiB to %d KiB", kib[q], kib[len(kib)-1])
 		}
