@@ -59,6 +59,9 @@ func (s *Store) AppendAudit(ctx context.Context, e *audit.Event) error {
 // insertAuditBatch writes batch through the store's audit writer (see writer.go),
 // creating it on first use and after a failure. It runs with auditSem held.
 func (s *Store) insertAuditBatch(ctx context.Context, batch []*pendingAppend) error {
+	if err := s.checkFile(); err != nil {
+		return err
+	}
 	if s.writer == nil {
 		w, err := newAuditWriter(ctx, s.db, s.d)
 		if err != nil {

@@ -61,6 +61,8 @@ type Store struct {
 	d    *dialect // SQLite or PostgreSQL (dialect.go)
 
 	durability Durability // durability.go
+	// fileID is the SQLite database file as opened; zero for PostgreSQL (fileguard.go).
+	fileID fileID
 
 	// changes wakes subscribers when another process changed something (changes.go).
 	changes *Changes
@@ -124,6 +126,10 @@ func Open(ctx context.Context, dataDir string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("opening store %s: %w", path, err)
 	}
 	s := &Store{db: db, path: path, d: sqliteDialect, changes: newChanges(""), auditSem: make(chan struct{}, 1), durability: o.durability}
+	if s.fileID, err = statID(path); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("opening store %s: %w", path, err)
+	}
 	if s.policyVersion, err = db.PrepareContext(ctx, sqlPolicyVersion); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("opening store %s: preparing statements: %w", path, err)
