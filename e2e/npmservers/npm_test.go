@@ -4,9 +4,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -90,44 +90,14 @@ func (s *session) try(method, params string) (json.RawMessage, bool) {
 	t := s.fail()
 	t.Helper()
 	s.next++
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
-	req, _ := http.NewRequest("POST", s.url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+s.token)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	if s.id != "" {
-		req.Header.Set("Mcp-Session-Id", s.id)
-		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	r, err := testenv.MCPCall(context.Background(), nil, s.url, s.token, &s.id, s.next, method, params)
+	if errors.Is(err, testenv.ErrSessionGone) {
+		return nil, false
 	}
-	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && s.id != "" {
-		return nil, false
-	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
-		s.id = id
-	}
-	raw, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last string
-		for _, l := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(l, "data: "); ok {
-				last = d
-			}
-		}
-		raw = []byte(last)
-	}
-	var m struct {
-		Result json.RawMessage
-		Error  json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &m); err != nil || m.Error != nil {
-		t.Fatalf("%s: status %d, %s", method, resp.StatusCode, raw)
-	}
-	return m.Result, true
+	return r, true
 }
 
 func toolNames(t testing.TB, list json.RawMessage) map[string]bool {

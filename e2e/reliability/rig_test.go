@@ -153,7 +153,7 @@ type session struct {
 	next           int
 }
 
-var errGone = fmt.Errorf("session ended (404)")
+var errGone = testenv.ErrSessionGone
 
 func (s *session) open() error {
 	_, err := s.rpc("initialize", `{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"reliability-e2e","version":"1"}}`)
@@ -191,45 +191,7 @@ func (s *session) headers(req *http.Request) {
 
 func (s *session) rpcContext(ctx context.Context, method, params string) (json.RawMessage, error) {
 	s.next++
-	body := fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":%q,"params":%s}`, s.next, method, params)
-	req, _ := http.NewRequestWithContext(ctx, "POST", s.url+"/mcp", strings.NewReader(body))
-	s.headers(req)
-	c := s.client
-	if c == nil {
-		c = http.DefaultClient
-	}
-	resp, err := c.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode == http.StatusNotFound && s.id != "" {
-		return nil, errGone
-	}
-	if id := resp.Header.Get("Mcp-Session-Id"); id != "" {
-		s.id = id
-	}
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last string
-		for _, l := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(l, "data: "); ok {
-				last = d
-			}
-		}
-		raw = []byte(last)
-	}
-	var m struct {
-		Result json.RawMessage
-		Error  json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &m); err != nil || m.Error != nil || m.Result == nil {
-		return nil, fmt.Errorf("%s: status %d, %.300s", method, resp.StatusCode, raw)
-	}
-	return m.Result, nil
+	return testenv.MCPCall(ctx, s.client, s.url, s.token, &s.id, s.next, method, params)
 }
 
 // outcome is what a tools/call answered: its text and, for a refusal or failure,
