@@ -1,9 +1,10 @@
 package mcpserver_test
 
 import (
-	"bytes"
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -43,27 +44,54 @@ func (t *notifyingTurn) NoteClient(version string, info json.RawMessage) {
 	t.version, t.info = version, string(info)
 }
 
+// TestStdioNotifyAndNoteClient talks as a client does: the call is sent only
+// once the initialize answer has been read. (A call sent before it may run, and
+// notify, while that answer is still being written: notifications are not
+// ordered with answers, only answers with each other.)
 func TestStdioNotifyAndNoteClient(t *testing.T) {
 	turn := &notifyingTurn{}
-	input := strings.Join([]string{
-		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"c","version":"9"}}}`,
-		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
-		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"tok"}}}`,
-	}, "\n") + "\n"
-	var out bytes.Buffer
-	if err := mcpserver.ServeStdio(context.Background(), strings.NewReader(input), &out, turn, mcpserver.StdioOptions{}); err != nil {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpserver.ServeStdio(context.Background(), inR, outW, turn, mcpserver.StdioOptions{})
+		outW.Close()
+	}()
+	write := func(s string) {
+		t.Helper()
+		if _, err := io.WriteString(inW, s+"\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sc := bufio.NewScanner(outR)
+	read := func() string {
+		t.Helper()
+		if !sc.Scan() {
+			t.Fatalf("output ended: %v", sc.Err())
+		}
+		return sc.Text()
+	}
+	write(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","clientInfo":{"name":"c","version":"9"}}}`)
+	if got := read(); !strings.Contains(got, `"id":1,"result"`) {
+		t.Fatalf("initialize answer %s", got)
+	}
+	write(`{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	write(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"t","_meta":{"progressToken":"tok"}}}`)
+	if got := read(); got != `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}` {
+		t.Fatalf("progress line %s", got)
+	}
+	if got := read(); !strings.Contains(got, `"id":2`) || !strings.Contains(got, "done") {
+		t.Fatalf("answer %s", got)
+	}
+	inW.Close()
+	if sc.Scan() {
+		t.Fatalf("unexpected line %s", sc.Text())
+	}
+	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 3 {
-		t.Fatalf("lines %q", lines)
-	}
-	if lines[1] != `{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"tok","progress":1}}` {
-		t.Fatalf("progress line %s", lines[1])
-	}
-	if !strings.Contains(lines[2], `"id":2`) || !strings.Contains(lines[2], "done") {
-		t.Fatalf("answer %s", lines[2])
-	}
+	turn.mu.Lock()
+	defer turn.mu.Unlock()
 	if turn.version != "2025-06-18" || turn.info != `{"name":"c","version":"9"}` {
 		t.Fatalf("NoteClient got %q %q", turn.version, turn.info)
 	}
