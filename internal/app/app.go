@@ -53,6 +53,9 @@ type Options struct {
 	// Upstreams says whether this process may host the data directory's upstream
 	// servers or only relays to the one that does (default UpstreamsShared).
 	Upstreams UpstreamMode
+	// NoWarm turns off starting the upstream servers a newly opened turn publishes
+	// in the background (warm.go); their first call then starts them.
+	NoWarm bool
 	// HostOptions, when set, adjusts the host this process builds if it hosts the
 	// upstream servers (timings in tests); Dialer, Observer, Catalogs and Servers are
 	// the app's and must be kept.
@@ -162,6 +165,7 @@ type App struct {
 	onUpstreamRemoved func(name string)
 	callableName      func(server, raw string) string
 	subs              subscribers // management notifications (notify.go)
+	warm              warmer      // background starts for new turns (warm.go)
 	// polSet is the policy the kernel holds, for deciding who administers (mgmtauth.go).
 	polSet atomic.Pointer[policy.Set]
 }
@@ -374,6 +378,7 @@ func (a *App) OpenTurn(ctx context.Context, req TurnRequest) (Turn, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.warmTurn(t)
 	return turn{Turn: t, a: a, gen: gen, surface: req.Transport, cl: a.cl.add(t.ID(), req.Principal, req.Transport)}, nil
 }
 

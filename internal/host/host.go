@@ -248,6 +248,30 @@ func (h *Host) Restart(name string) error {
 	return r.restart()
 }
 
+// Warm starts a shared server that is not running, without waiting for it: a caller
+// session whose catalogue publishes the server's tools has opened, and its first call
+// should not wait for the process to start (an npm server takes 150 ms to seconds).
+// It does nothing for a server that is running or starting, disabled, waiting out a
+// backoff or an open circuit, auth_required, unknown, or "session"-isolated (whose
+// connections belong to caller sessions). A warmed server that is never called stops
+// after the idle timeout like any other.
+func (h *Host) Warm(name string) {
+	r := h.lookup(name)
+	if r == nil || r.session.Load() {
+		return
+	}
+	if c := r.fast.Load(); c != nil && !c.ended() {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.slots[""] != nil || r.gateLocked("") != nil {
+		return
+	}
+	r.startDialLocked(r.newSlotLocked(""))
+	r.recomputeLocked(ReasonWarm)
+}
+
 // EndSession closes the per-session connections a caller session opened on "session"
 // servers. It does not wait for them to close. Shared connections are not affected.
 func (h *Host) EndSession(key string) {

@@ -71,6 +71,7 @@ type Reason string
 const (
 	ReasonInstalled        Reason = "installed"           // the definition was installed
 	ReasonFirstUse         Reason = "first_use"           // a call (or catalogue refresh) needed it
+	ReasonWarm             Reason = "warm"                // Host.Warm: a caller session that publishes its tools opened
 	ReasonRequired         Reason = "required"            // required servers start with the host
 	ReasonStarted          Reason = "started"             // the handshake succeeded
 	ReasonStartFailed      Reason = "start_failed"        // the dial failed; a retry is scheduled

@@ -474,6 +474,11 @@ func (c *client) Restart(ctx context.Context, server string) error {
 	return err
 }
 
+func (c *client) Warm(ctx context.Context, server string) error {
+	_, err := c.roundTrip(ctx, "warm", mWarm, marshal(nameParams{Name: server}), server)
+	return err
+}
+
 func (c *client) EndSession(ctx context.Context, key string) error {
 	if key == "" {
 		return nil

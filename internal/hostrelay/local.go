@@ -62,6 +62,12 @@ func (l *Local) Snapshot(context.Context) (host.Snapshot, error) { return l.h.Sn
 // Restart implements Upstreams.
 func (l *Local) Restart(_ context.Context, server string) error { return l.h.Restart(server) }
 
+// Warm implements Upstreams; it never fails.
+func (l *Local) Warm(_ context.Context, server string) error {
+	l.h.Warm(server)
+	return nil
+}
+
 // EndSession implements Upstreams; it never fails.
 func (l *Local) EndSession(_ context.Context, key string) error {
 	l.h.EndSession(key)

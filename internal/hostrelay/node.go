@@ -489,6 +489,12 @@ func (n *Node) Restart(ctx context.Context, server string) error {
 	return err
 }
 
+// Warm implements Upstreams.
+func (n *Node) Warm(ctx context.Context, server string) error {
+	_, err := retry(n, ctx, func(b Requests) (struct{}, error) { return struct{}{}, b.Warm(ctx, server) })
+	return err
+}
+
 // EndSession implements Upstreams.
 func (n *Node) EndSession(ctx context.Context, key string) error {
 	_, err := retry(n, ctx, func(b Requests) (struct{}, error) { return struct{}{}, b.EndSession(ctx, key) })

@@ -382,6 +382,13 @@ func (c *sconn) handle(ctx context.Context, id int64, method string, params json
 			return appendErrorFor(nil, id, err)
 		}
 		return appendResult(nil, id, []byte("{}"))
+	case mWarm:
+		var p nameParams
+		if err := unmarshalStrict(params, &p); err != nil {
+			return invalid(err)
+		}
+		l.h.Warm(p.Name)
+		return appendResult(nil, id, []byte("{}"))
 	case mEndSession:
 		var p keyParams
 		if err := unmarshalStrict(params, &p); err != nil || len(p.Key) > maxKeyBytes {

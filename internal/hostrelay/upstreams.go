@@ -45,6 +45,10 @@ type Requests interface {
 	Snapshot(ctx context.Context) (host.Snapshot, error)
 	// Restart is host.Host.Restart.
 	Restart(ctx context.Context, server string) error
+	// Warm is host.Host.Warm: start a shared server that is not running, without
+	// waiting for it. Best effort: a host of an earlier release that does not know
+	// the request answers an error, which the caller ignores.
+	Warm(ctx context.Context, server string) error
 	// EndSession is host.Host.EndSession: the caller session key ended.
 	EndSession(ctx context.Context, key string) error
 	// Reload makes the hosting process re-read the persisted definitions (the

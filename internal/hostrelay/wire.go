@@ -28,6 +28,7 @@ const (
 	mStatus     = "status"
 	mSnapshot   = "snapshot"
 	mRestart    = "restart"
+	mWarm       = "warm"
 	mEndSession = "end_session"
 	mReload     = "reload"
 	mWatch      = "watch"

@@ -259,6 +259,7 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 		policy:     pol,
 		caps:       caps,
 		byName:     c.byName,
+		sources:    c.sources,
 		ns:         *nsp,
 		nspol:      nspol,
 		selected:   selected,
@@ -277,6 +278,9 @@ type catalog struct {
 	byName map[string]*entry
 	tools  []json.RawMessage
 	hash   string
+	// sources are the distinct Source values of the published tools, in first-seen
+	// order: which upstream servers a session of this catalogue may call.
+	sources []string
 }
 
 // catalogKey identifies what a catalogue was resolved from: the compiled policy and
@@ -353,6 +357,9 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 			return nil, 0, nil, fmt.Errorf("kernel: opening a turn: the namer maps both %q and %q to %q", prev.tool.ID, e.tool.ID, name)
 		}
 		c.byName[name] = e
+		if !slices.Contains(c.sources, e.tool.Source) {
+			c.sources = append(c.sources, e.tool.Source)
+		}
 		qn, _ := json.Marshal(name)
 		obj := make([]byte, 0, len(qn)+len(e.rest)+10)
 		obj = append(obj, `{"name":`...)

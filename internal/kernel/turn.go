@@ -43,6 +43,7 @@ type Turn struct {
 	policy    *policy.Set
 	caps      *policy.Capabilities // nil: not narrowed
 	byName    map[string]*entry
+	sources   []string // the catalogue's, shared: never modified
 	ns        map[string]bool
 	list      *mcpspec.ToolList
 	// nspol, selected and selections are the namespace policies the catalogue was
@@ -78,6 +79,11 @@ func (t *Turn) Outcome() Outcome {
 func (t *Turn) Selections() []SelectionDiagnostic {
 	return append([]SelectionDiagnostic(nil), t.selections...)
 }
+
+// Sources lists the distinct Tool.Source values of the turn's catalogue ("toolgate",
+// "workspace", upstream server names), in no particular order. The slice is shared:
+// callers must not modify it.
+func (t *Turn) Sources() []string { return t.sources }
 
 // Close ends the turn; later calls are denied turn_closed.
 func (t *Turn) Close() error { t.closed.Store(true); return nil }
