@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/netguard"
@@ -91,6 +92,9 @@ type Login struct {
 	verifier string
 	state    string
 	person   bool
+	// followed is set once the authorization URL was followed headlessly to
+	// the callback (Follow): the grant it obtains is a headless one.
+	followed atomic.Bool
 
 	srv     *http.Server
 	results chan callback // one: the first callback with the right state
@@ -438,6 +442,7 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 		return &LoginError{Step: "token exchange", Err: err}
 	}
 	g.Kind, g.Resource, g.RevocationEndpoint = GrantAuthorizationCode, l.d.resource, asm.RevocationEndpoint
+	g.Headless = l.followed.Load()
 	if l.person {
 		l.s.mu.Lock()
 		l.s.stepUps, l.s.want = 0, nil
@@ -495,6 +500,12 @@ func (s *Server) follow(ctx context.Context, l *Login) error {
 				return fmt.Errorf("the loopback listener answered HTTP %d", resp.StatusCode)
 			}
 			return nil
+		}
+		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 &&
+			loc.Scheme == want.Scheme && loc.Host == want.Host && loc.Path == want.Path {
+			// The next hop delivers the callback: mark the login headless
+			// before it can complete.
+			l.followed.Store(true)
 		}
 		loc, err := resp.Location()
 		if err != nil || resp.StatusCode/100 != 3 {

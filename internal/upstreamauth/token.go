@@ -205,7 +205,7 @@ func (s *Server) refreshGrant(ctx context.Context, g *Grant, c *Client) (*Grant,
 	if err != nil {
 		return nil, err
 	}
-	ng.Kind, ng.Resource, ng.RevocationEndpoint = g.Kind, g.Resource, g.RevocationEndpoint
+	ng.Kind, ng.Resource, ng.RevocationEndpoint, ng.Headless = g.Kind, g.Resource, g.RevocationEndpoint, g.Headless
 	if ng.RefreshToken.Len() == 0 {
 		ng.RefreshToken = g.RefreshToken
 	}
