@@ -408,6 +408,17 @@ func (l *Login) close() {
 
 // complete checks the authorization response and exchanges the code.
 func (l *Login) complete(ctx context.Context, cb callback) error {
+	err := l.checkResponse(cb)
+	l.s.record(EventAuthorize, l.d.asm.AuthorizationEndpoint, l.d.asm.Issuer, err)
+	if err != nil {
+		return err
+	}
+	return l.exchange(ctx, cb)
+}
+
+// checkResponse checks the authorization response: no error, the issuer
+// (RFC 9207), a code.
+func (l *Login) checkResponse(cb callback) error {
 	asm := l.d.asm
 	if cb.errCode != "" {
 		return &LoginError{Step: "authorization server", Code: clip(cb.errCode), Description: clip(cb.errDesc)}
@@ -424,6 +435,12 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 	if cb.code == "" {
 		return &LoginError{Step: "authorization response", Err: errors.New("the response has no code")}
 	}
+	return nil
+}
+
+// exchange trades the authorization response's code for tokens.
+func (l *Login) exchange(ctx context.Context, cb callback) error {
+	asm := l.d.asm
 	form := url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {cb.code},
