@@ -26,6 +26,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -66,12 +67,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "conformance-client: scenario %q is not supported\n", st.scenario)
 		os.Exit(1)
 	}
-	log, closeLog := logger()
+	logw, log, closeLog := logger()
 	defer closeLog()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	err := func() error {
-		h, err := openDirect(ctx, os.Args[1], st, log)
+		var h harness
+		var err error
+		if os.Getenv("TOOLGATE_CONFORMANCE_MODE") == "direct" {
+			h, err = openDirect(ctx, os.Args[1], st, log)
+		} else {
+			h, err = openThrough(ctx, os.Args[1], st, logw, log)
+		}
 		if err != nil {
 			return err
 		}
@@ -86,17 +93,17 @@ func main() {
 	}
 }
 
-func logger() (*slog.Logger, func()) {
+func logger() (io.Writer, *slog.Logger, func()) {
 	path := os.Getenv("TOOLGATE_CONFORMANCE_LOG")
 	if path == "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), func() {}
+		return os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), func() {}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance-client:", err)
 		os.Exit(2)
 	}
-	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), func() { f.Close() }
+	return f, slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), func() { f.Close() }
 }
 
 var errUnsupported = errors.New("not supported by toolgate")
