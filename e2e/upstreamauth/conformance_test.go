@@ -71,9 +71,6 @@ var secrets = []string{"test-token-", "cc-token-", "test-auth-code", "test-clien
 // "Judged by the official suite", says why each fails.
 var throughGaps = map[string]map[string]string{
 	"2026-07-28": {
-		// The upstream's input_required reaches the harness, but its retry's
-		// requestState is checked as one toolgate issued and refused.
-		"sep-2322-client-request-state": "sep-2322-client-request-state-echoed: MRTR client check",
 		// The harness's null for a boolean argument does not match the tool's
 		// inputSchema: the kernel refuses the call (invalid_arguments).
 		"http-custom-headers": "test_custom_headers_null",
