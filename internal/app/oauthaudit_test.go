@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/mgmt"
@@ -20,13 +21,8 @@ import (
 // naming the endpoint and the outcome, and no event holds a token or a secret.
 func TestOAuthAudit(t *testing.T) {
 	canary := "tgoaudit" + fmt.Sprint(time.Now().UnixNano())
-	f := upstreamauthtest.New(t, upstreamauthtest.Options{Canary: canary})
-	a, m, _ := managed(t)
+	f, a, _ := installProtected(t, canary)
 	ctx := context.Background()
-	doc := fmt.Sprintf(`{"mcpServers":{"prot":{"url":%q}}}`, f.URL)
-	if res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
-		t.Fatalf("install: %+v %v", res, err)
-	}
 	call := func() error {
 		_, err := a.Upstreams().Call(ctx, "prot", "tools/call", json.RawMessage(`{"name":"echo","arguments":{"x":1}}`), host.CallOptions{})
 		return err
@@ -66,4 +62,17 @@ func TestOAuthAudit(t *testing.T) {
 	if strings.Contains(string(b), canary) {
 		t.Errorf("a token or secret of the sign-in is in the audit trail")
 	}
+}
+
+// installProtected installs the OAuth fixture's MCP server as "prot" (no credentials)
+// in a fresh App; canary is in every token and secret the fixture issues.
+func installProtected(t *testing.T, canary string) (*upstreamauthtest.Fixture, *app.App, mgmt.Manager) {
+	t.Helper()
+	f := upstreamauthtest.New(t, upstreamauthtest.Options{Canary: canary})
+	a, m, _ := managed(t)
+	doc := fmt.Sprintf(`{"mcpServers":{"prot":{"url":%q}}}`, f.URL)
+	if res, err := m.Install(context.Background(), owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
+		t.Fatalf("install: %+v %v", res, err)
+	}
+	return f, a, m
 }
