@@ -32,9 +32,9 @@ func TestRemoteServerEraProbe(t *testing.T) {
 	if err != nil || !strings.Contains(string(res), `args {\"text\":\"hi\"}`) {
 		t.Fatalf("call of the stateless server: %s %v", res, err)
 	}
-	cat, ok, _ := a.Upstreams().Catalog(ctx, "modern")
-	if !ok || cat.Info.ProtocolVersion != "2026-07-28" {
-		t.Fatalf("the stateless server's handshake: %+v (known %v), want protocol 2026-07-28", cat.Info, ok)
+	cat, err := a.Upstreams().RefreshCatalog(ctx, "modern")
+	if err != nil || cat.Info.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("the stateless server's handshake: %+v (%v), want protocol 2026-07-28", cat.Info, err)
 	}
 	for _, r := range stateless.Requests() {
 		if strings.Contains(r.Body, `"initialize"`) || r.Header.Get("Mcp-Session-Id") != "" {
@@ -52,8 +52,9 @@ func TestRemoteServerEraProbe(t *testing.T) {
 	if len(methods) < 2 || methods[0] != "server/discover" || methods[1] != "initialize" {
 		t.Fatalf("the legacy server got %v, want server/discover then initialize", methods)
 	}
-	if cat, _, _ := a.Upstreams().Catalog(ctx, "old"); cat.Info.ProtocolVersion == "2026-07-28" {
-		t.Fatalf("the legacy server's handshake: %+v", cat.Info)
+	// (The fixture lists no resources or prompts: the catalogue comes with that error.)
+	if cat, _ := a.Upstreams().RefreshCatalog(ctx, "old"); cat.Info.ProtocolVersion != "2025-11-25" {
+		t.Fatalf("the legacy server's handshake: %+v, want initialize's 2025-11-25", cat.Info)
 	}
 
 }
