@@ -1,8 +1,11 @@
 // Package upstreamauth_test runs the official MCP conformance suite's client
-// scenarios against e2e/cmd/conformance-client, which makes each scenario's
-// calls through toolgate's upstream client stack (internal/upstream with
-// internal/upstreamauth signing in headlessly). The suite plays the MCP
-// server and the authorization server and scores what reaches it.
+// scenarios against e2e/cmd/conformance-client. The suite plays the MCP server
+// and the authorization server and scores what reaches it. The driver makes
+// each scenario's calls through a real toolgate (the binary built here: the
+// scenario's server installed in a fresh data directory, `toolgate auth login
+// --headless`, `toolgate bridge --server`), and, to tell the host's share of a
+// failure from the client stack's, directly through internal/upstream and
+// internal/upstreamauth in its own process (TOOLGATE_CONFORMANCE_MODE=direct).
 package upstreamauth_test
 
 import (
@@ -57,35 +60,52 @@ type check struct {
 }
 
 // secrets the suite's authorization servers hand out: none may reach the
-// client stack's log or its stderr.
+// client stack's log (toolgate's stderr and its audit trail through toolgate)
+// or the driver's stderr.
 var secrets = []string{"test-token-", "cc-token-", "test-auth-code", "test-client-secret", "conformance-test-secret",
 	"test-secret-", "as1-client-secret", "as2-client-secret", "PRIVATE KEY"}
+
+// throughGaps are the scored scenarios that pass directly and not yet through
+// toolgate, each with the failure it must fail with (any other failure fails
+// the test, and so does a gap that passes: remove it then). docs/upstream-auth.md,
+// "Judged by the official suite", says why each fails.
+var throughGaps = map[string]map[string]string{
+	"2026-07-28": {
+		// The harness's null for a boolean argument does not match the tool's
+		// inputSchema: the kernel refuses the call (invalid_arguments).
+		"http-custom-headers": "test_custom_headers_null",
+	},
+}
 
 // TestConformanceClient runs `conformance client --requirements REVISION`
 // (every scored client scenario, plus the not-scored ones for visibility)
 // for 2026-07-28, the stateless revision the issue is judged by, and for
 // 2025-11-25, the newest one with initialize (toolgate probes and falls back
-// to it), and fails on any failed check of a scored scenario. Extension
-// scenarios are reported.
+// to it), through toolgate and directly, and fails on any failed check of a
+// scored scenario but the named throughGaps. Extension scenarios are reported.
 func TestConformanceClient(t *testing.T) {
 	dir := suiteDir(t)
 	work := t.TempDir()
 	driver := filepath.Join(work, "conformance-client")
-	build := exec.Command("go", "build", "-o", driver, "./e2e/cmd/conformance-client")
-	build.Dir = testenv.RepoRoot(t)
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building the driver: %v\n%s", err, out)
+	for _, b := range [][2]string{{driver, "./e2e/cmd/conformance-client"}, {filepath.Join(work, "toolgate"), "./cmd/toolgate"}} {
+		build := exec.Command("go", "build", "-o", b[0], b[1])
+		build.Dir = testenv.RepoRoot(t)
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := build.CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", b[1], err, out)
+		}
 	}
 	for _, rev := range []struct {
 		name   string
 		scored int
 	}{{"2026-07-28", 32}, {"2025-11-25", 18}} {
-		t.Run(rev.name, func(t *testing.T) { runRequirements(t, dir, driver, rev.name, rev.scored) })
+		for _, mode := range []string{"through", "direct"} {
+			t.Run(rev.name+"/"+mode, func(t *testing.T) { runRequirements(t, dir, driver, rev.name, mode, rev.scored) })
+		}
 	}
 }
 
-func runRequirements(t *testing.T, dir, driver, revision string, scored int) {
+func runRequirements(t *testing.T, dir, driver, revision, mode string, scored int) {
 	var req requirements
 	raw, err := os.ReadFile(filepath.Join(dir, "requirements", revision+".yaml"))
 	if err != nil {
@@ -114,11 +134,12 @@ func runRequirements(t *testing.T, dir, driver, revision string, scored int) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, testenv.Node(t), filepath.Join(dir, "dist", "index.js"),
 		"client", "--command", driver, "--requirements", revision, "-o", results)
-	cmd.Env = append(testenv.NodeEnv(t), "NO_COLOR=1", "FORCE_COLOR=0", "TOOLGATE_CONFORMANCE_LOG="+logPath)
+	cmd.Env = append(testenv.NodeEnv(t), "NO_COLOR=1", "FORCE_COLOR=0", "TOOLGATE_CONFORMANCE_LOG="+logPath,
+		"TOOLGATE_CONFORMANCE_MODE="+mode, "TOOLGATE_CONFORMANCE_TOOLGATE="+filepath.Join(filepath.Dir(driver), "toolgate"))
 	cmd.Dir = work
 	out, err := cmd.CombinedOutput()
 	elapsed := time.Since(start)
-	t.Logf("conformance client --requirements %s: %s, exit %v", revision, elapsed.Round(time.Millisecond), err)
+	t.Logf("conformance client --requirements %s (%s): %s, exit %v", revision, mode, elapsed.Round(time.Millisecond), err)
 	if ctx.Err() != nil {
 		t.Fatalf("the suite did not finish within the bound:\n%s", out)
 	}
@@ -129,23 +150,41 @@ func runRequirements(t *testing.T, dir, driver, revision string, scored int) {
 	}
 
 	byScenario := readResults(t, results)
+	gaps := map[string]string{}
+	if mode == "through" {
+		gaps = throughGaps[revision]
+	}
 	var failed []string
+	passed := 0
 	for _, name := range req.Client {
 		checks, ok := byScenario[name]
 		if !ok {
 			failed = append(failed, name+": no result")
 			continue
 		}
+		var why []string
 		for _, c := range checks {
 			if c.Status == "FAILURE" {
-				failed = append(failed, name+": "+c.ID+": "+firstNonEmpty(c.Error, c.Description))
+				why = append(why, c.ID+": "+firstNonEmpty(c.Error, c.Description))
 			}
 		}
+		gap, isGap := gaps[name]
+		switch {
+		case len(why) == 0 && isGap:
+			t.Errorf("%s passes through toolgate now: remove it from throughGaps and docs/upstream-auth.md", name)
+		case len(why) == 0:
+			passed++
+		case isGap && strings.Contains(strings.Join(why, "; "), gap):
+			t.Logf("open gap (%s): %s: %s", mode, name, strings.Join(why, "; "))
+		default:
+			failed = append(failed, name+": "+strings.Join(why, "; "))
+		}
 	}
+	t.Logf("%s: %d of %d scored scenarios pass (%s)", revision, passed, len(req.Client), mode)
 	for _, f := range failed {
-		t.Errorf("scored scenario failed: %s", f)
+		t.Errorf("scored scenario failed (%s): %s", mode, f)
 	}
-	if err != nil && len(failed) == 0 {
+	if err != nil && len(failed) == 0 && len(gaps) == 0 {
 		t.Errorf("the suite exited with %v although no scored check failed", err)
 	}
 	names := make([]string, 0, len(notScored))
@@ -164,7 +203,7 @@ func runRequirements(t *testing.T, dir, driver, revision string, scored int) {
 		if len(reasons) > 0 || byScenario[n] == nil {
 			verdict = "fail (" + strings.Join(reasons, "; ") + ")"
 		}
-		t.Logf("not scored (%s): %s: %s", notScored[n], n, verdict)
+		t.Logf("not scored (%s, %s): %s: %s", notScored[n], mode, n, verdict)
 	}
 
 	// Nothing the suite's authorization servers issued reached the stack's
@@ -176,10 +215,19 @@ func runRequirements(t *testing.T, dir, driver, revision string, scored int) {
 			t.Errorf("%q reached the client's log or stderr", s)
 		}
 	}
-	if n := strings.Count(string(logText), `msg="oauth: credentials obtained"`); n < 10 {
+	// Direct, the stack logs each sign-in; through toolgate, the audit trail
+	// holds each token obtained (docs/audit.md, "Sign-ins").
+	n := strings.Count(string(logText), `msg="oauth: credentials obtained"`)
+	if mode == "through" {
+		n = len(tokenObtained.FindAllIndex(logText, -1))
+	}
+	if n < 10 {
 		t.Errorf("the stack signed in %d times; the auth scenarios need more than 10", n)
 	}
 }
+
+// tokenObtained is an audit event of a token toolgate obtained for the server.
+var tokenObtained = regexp.MustCompile(`"action":"oauth\.(token|client_credentials)","resource":"mcp:conformance","decision":"allowed"`)
 
 var stamp = regexp.MustCompile(`-\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z$`)
 

@@ -143,6 +143,7 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpco
 	if t.Kind == mcpconfig.SSE {
 		kind = upstream.HTTPSSE
 	}
+	opts.Era = remoteEra(t.Kind)
 	spec := upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind, Headers: sealedHeaders(hs)}
 	if d.auths != nil && usesOAuth(t) {
 		// The server's OAuth sign-in owns its Authorization header and answers its

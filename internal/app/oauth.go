@@ -30,6 +30,8 @@ type upstreamAuths struct {
 	// changed is told, on its own goroutine, that a server's credentials changed and
 	// it is signed in (a completed login): the host restarts it, lifting auth_required.
 	changed func(server string)
+	// audit records each token-related request of a sign-in (oauthaudit.go).
+	audit func(upstreamauth.RequestEvent)
 
 	mu      sync.Mutex
 	servers map[string]*authEntry // by server name
@@ -126,7 +128,7 @@ func (r *upstreamAuths) lookup(name string) *upstreamauth.Server {
 func (r *upstreamAuths) build(ctx context.Context, cfg dialConfig) (*upstreamauth.Server, error) {
 	name := cfg.server.Name
 	c := upstreamauth.Config{Server: name, URL: cfg.server.Transport.URL, Store: oauthStore(r.ks, cfg.ksScope),
-		Guard: netguard.NewGuard(netguard.Policy{}, nil), Logger: r.log}
+		Guard: netguard.NewGuard(netguard.Policy{}, nil), Logger: r.log, OnRequest: r.audit}
 	if err := configureOAuth(ctx, &c, cfg.server.Transport.OAuth, r.ks.Server(cfg.ksScope, name)); err != nil {
 		return nil, fmt.Errorf("signing in to %q: %w", name, err)
 	}

@@ -24,13 +24,8 @@ import (
 // again with no further requests; no token is in any answer.
 func TestRemoteOAuth(t *testing.T) {
 	canary := "tgoauth" + fmt.Sprint(time.Now().UnixNano())
-	f := upstreamauthtest.New(t, upstreamauthtest.Options{Canary: canary})
-	a, m, _ := managed(t)
+	f, a, m := installProtected(t, canary)
 	ctx := context.Background()
-	doc := fmt.Sprintf(`{"mcpServers":{"prot":{"url":%q}}}`, f.URL)
-	if res, err := m.Install(ctx, owner, mgmt.InstallParams{ConfigJSON: doc}); err != nil || res.Status != mgmt.InstallOK {
-		t.Fatalf("install: %+v %v", res, err)
-	}
 	call := func() (json.RawMessage, error) {
 		return a.Upstreams().Call(ctx, "prot", "tools/call", json.RawMessage(`{"name":"echo","arguments":{"x":1}}`), host.CallOptions{})
 	}

@@ -45,7 +45,7 @@ func (a *App) openUpstreams(ctx context.Context) error {
 		return err // names the key file and the fix
 	}
 	a.ks = ks
-	a.auths = &upstreamAuths{ks: ks, log: a.log, changed: a.credentialsChanged}
+	a.auths = &upstreamAuths{ks: ks, log: a.log, changed: a.credentialsChanged, audit: a.auditOAuth}
 	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths}
 	a.usync = newUpstreamSync(a)
 	node, err := hostrelay.Open(ctx, a.dir, hostrelay.Options{

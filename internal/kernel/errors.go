@@ -47,6 +47,8 @@ const (
 	CodeUpstreamCrashed      Code = "upstream_crashed"       // failed: the server's connection ended during the call
 	CodeUpstreamAuthRequired Code = "upstream_auth_required" // failed: the server refused toolgate's credentials; a person must sign in or change them
 	CodeUpstreamError        Code = "upstream_error"         // failed: the server answered the call with a JSON-RPC error (its code and message are in the result)
+	CodeOAuthRefused         Code = "oauth_refused"          // denied: used only in audit; an authorization server refused a request of a remote server's sign-in
+	CodeOAuthFailed          Code = "oauth_failed"           // failed: used only in audit; a request of a remote server's sign-in failed (network, 5xx, an unusable answer, a failed check)
 	CodeToolQuarantined      Code = "tool_quarantined"       // denied: the server's definition of the tool changed since it was pinned (or is held): not sent until the owner approves it
 
 	// Confined commands (bash, declarative tools).

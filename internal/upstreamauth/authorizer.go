@@ -432,11 +432,12 @@ func (s *Server) stepUp(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 	s.stepUps++
 	s.want = want
 	s.mu.Unlock()
-	if !s.automatic() {
+	follow := g != nil && g.Headless
+	if !s.automatic() && !follow {
 		return false, scopeErr("the server needs more scopes (" + strings.Join(want, " ") + "): sign in again to grant them (toolgate auth login " + s.cfg.Server + ")")
 	}
 	s.log.Info("oauth: stepping up", "scopes", strings.Join(want, " "))
-	if err := s.obtain(ctx, ci, want, nil); err != nil {
+	if err := s.obtain(ctx, ci, want, nil, follow); err != nil {
 		if _, refused := refusal(err); refused || isLoginError(err) {
 			return false, scopeErr("the step-up failed: " + err.Error())
 		}
@@ -451,7 +452,7 @@ func (s *Server) signIn(ctx context.Context, ch *upstream.AuthRequiredError, ci 
 	if !s.automatic() {
 		return false, s.park(ch, reason, detail, cause)
 	}
-	if err := s.obtain(ctx, ci, scopes, d); err != nil {
+	if err := s.obtain(ctx, ci, scopes, d, false); err != nil {
 		return s.failed(ch, err)
 	}
 	return true, nil
@@ -470,9 +471,9 @@ func (s *Server) failed(ch *upstream.AuthRequiredError, err error) (bool, error)
 }
 
 // obtain runs a sign-in without a person: the client credentials grant, or a
-// login whose authorization URL is followed headlessly or shown by
-// OpenBrowser.
-func (s *Server) obtain(ctx context.Context, ci challengeInfo, scopes []string, d *discovery) error {
+// login whose authorization URL is followed headlessly (Config.Headless, or
+// follow: a step-up of a grant obtained headlessly) or shown by OpenBrowser.
+func (s *Server) obtain(ctx context.Context, ci challengeInfo, scopes []string, d *discovery, follow bool) error {
 	if s.cfg.ClientCredentials != nil {
 		if d == nil {
 			var err error
@@ -491,7 +492,7 @@ func (s *Server) obtain(ctx context.Context, ci challengeInfo, scopes []string, 
 		return err
 	}
 	defer l.Cancel()
-	if s.cfg.Headless {
+	if s.cfg.Headless || follow || s.cfg.OpenBrowser == nil {
 		err = s.follow(ctx, l)
 	} else {
 		err = s.cfg.OpenBrowser(ctx, l.URL)

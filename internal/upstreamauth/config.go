@@ -94,6 +94,12 @@ type Config struct {
 	// logout, a refused refresh), so the host can lift or set auth_required.
 	// It runs on its own goroutine.
 	OnChange func()
+	// OnRequest, when set, is told of every token-related request (the
+	// authorization response, code exchange, refresh, client credentials,
+	// registration, revocation) once it ended, on the goroutine that made it
+	// and with no lock of the Server held: the host audits them. It never
+	// gets a token or a secret (RequestEvent).
+	OnRequest func(RequestEvent)
 	// Logger receives the flow's events, never a secret. Nil discards.
 	Logger *slog.Logger
 }

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/netguard"
@@ -91,6 +92,9 @@ type Login struct {
 	verifier string
 	state    string
 	person   bool
+	// followed is set once the authorization URL was followed headlessly to
+	// the callback (Follow): the grant it obtains is a headless one.
+	followed atomic.Bool
 
 	srv     *http.Server
 	results chan callback // one: the first callback with the right state
@@ -404,6 +408,17 @@ func (l *Login) close() {
 
 // complete checks the authorization response and exchanges the code.
 func (l *Login) complete(ctx context.Context, cb callback) error {
+	err := l.checkResponse(cb)
+	l.s.record(EventAuthorize, l.d.asm.AuthorizationEndpoint, l.d.asm.Issuer, err)
+	if err != nil {
+		return err
+	}
+	return l.exchange(ctx, cb)
+}
+
+// checkResponse checks the authorization response: no error, the issuer
+// (RFC 9207), a code.
+func (l *Login) checkResponse(cb callback) error {
 	asm := l.d.asm
 	if cb.errCode != "" {
 		return &LoginError{Step: "authorization server", Code: clip(cb.errCode), Description: clip(cb.errDesc)}
@@ -420,6 +435,12 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 	if cb.code == "" {
 		return &LoginError{Step: "authorization response", Err: errors.New("the response has no code")}
 	}
+	return nil
+}
+
+// exchange trades the authorization response's code for tokens.
+func (l *Login) exchange(ctx context.Context, cb callback) error {
+	asm := l.d.asm
 	form := url.Values{
 		"grant_type":    {"authorization_code"},
 		"code":          {cb.code},
@@ -438,6 +459,7 @@ func (l *Login) complete(ctx context.Context, cb callback) error {
 		return &LoginError{Step: "token exchange", Err: err}
 	}
 	g.Kind, g.Resource, g.RevocationEndpoint = GrantAuthorizationCode, l.d.resource, asm.RevocationEndpoint
+	g.Headless = l.followed.Load()
 	if l.person {
 		l.s.mu.Lock()
 		l.s.stepUps, l.s.want = 0, nil
@@ -495,6 +517,12 @@ func (s *Server) follow(ctx context.Context, l *Login) error {
 				return fmt.Errorf("the loopback listener answered HTTP %d", resp.StatusCode)
 			}
 			return nil
+		}
+		if loc, err := resp.Location(); err == nil && resp.StatusCode/100 == 3 &&
+			loc.Scheme == want.Scheme && loc.Host == want.Host && loc.Path == want.Path {
+			// The next hop delivers the callback: mark the login headless
+			// before it can complete.
+			l.followed.Store(true)
 		}
 		loc, err := resp.Location()
 		if err != nil || resp.StatusCode/100 != 3 {

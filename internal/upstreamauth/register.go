@@ -104,6 +104,12 @@ func secretAuthMethod(hasSecret bool, supported []string) string {
 // a loopback redirect (application_type native, as the 2026-07-28 revision
 // requires; refresh_token among grant_types, so a refresh token may be had).
 func (s *Server) register(ctx context.Context, asm *oauthex.AuthServerMeta, redirectURI string) (*Client, error) {
+	c, err := s.postRegistration(ctx, asm, redirectURI)
+	s.record(EventRegistration, asm.RegistrationEndpoint, asm.Issuer, err)
+	return c, err
+}
+
+func (s *Server) postRegistration(ctx context.Context, asm *oauthex.AuthServerMeta, redirectURI string) (*Client, error) {
 	method := "none"
 	if sup := asm.TokenEndpointAuthMethodsSupported; len(sup) > 0 && !slices.Contains(sup, "none") {
 		method = secretAuthMethod(true, sup)

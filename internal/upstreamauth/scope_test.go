@@ -107,3 +107,56 @@ func TestStepUpPerson(t *testing.T) {
 		t.Errorf("call after the second login: %v", err)
 	}
 }
+
+// TestStepUpAfterHeadlessLogin: a Server with no automatic mode whose login was
+// followed headlessly (toolgate auth login --headless: the authorization server
+// redirected at once) steps up the same way, by itself, within MaxStepUps; the
+// grant it stores says so, so another process's Server over it does too.
+func TestStepUpAfterHeadlessLogin(t *testing.T) {
+	followLogin := func(t *testing.T, w *world) {
+		t.Helper()
+		ctx := testCtx(t)
+		l, err := w.s.StartLogin(ctx, upstreamauth.LoginOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Follow(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Run("step-up", func(t *testing.T) {
+		w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}, Require: map[string][]string{"tools/call": {"write"}}}, upstreamauth.Config{})
+		ctx := testCtx(t)
+		followLogin(t, w)
+		c := w.connect(t, ctx, w.s)
+		if err := w.call(ctx, c); err != nil {
+			t.Fatalf("call after a headless login: %v", err)
+		}
+		ar := w.fx.AuthorizationRequests()
+		if len(ar) != 2 || ar[1].Query.Get("scope") != "read offline_access write" {
+			t.Errorf("authorization requests: %v", ar)
+		}
+		if g, err := w.store.LoadGrant(ctx, "files"); err != nil || g == nil || !g.Headless || !slices.Contains(g.Scopes, "write") {
+			t.Errorf("stored grant %+v, %v: want a headless one with write", g, err)
+		}
+	})
+	t.Run("limit", func(t *testing.T) {
+		w := newWorld(t, upstreamauthtest.Options{Scopes: []string{"read"}, Require: map[string][]string{"tools/call": {"admin"}}, NeverGrant: []string{"admin"}},
+			upstreamauth.Config{})
+		ctx := testCtx(t)
+		followLogin(t, w)
+		c := w.connect(t, ctx, w.s)
+		for range 3 {
+			var ae *upstream.AuthRequiredError
+			if err := w.call(ctx, c); !errors.As(err, &ae) || !ae.InsufficientScope() {
+				t.Fatalf("call: %v", err)
+			}
+		}
+		if n := len(w.fx.AuthorizationRequests()); n != 1+upstreamauth.DefaultMaxStepUps {
+			t.Errorf("%d authorization requests, want %d", n, 1+upstreamauth.DefaultMaxStepUps)
+		}
+	})
+}

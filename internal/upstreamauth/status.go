@@ -150,7 +150,9 @@ func (s *Server) revoke(ctx context.Context, g *Grant) {
 		if t.v == "" {
 			continue
 		}
-		if err := s.revokeOne(ctx, g.RevocationEndpoint, g.Issuer, c, t.v, t.hint); err != nil {
+		err := s.revokeOne(ctx, g.RevocationEndpoint, g.Issuer, c, t.v, t.hint)
+		s.record(EventRevocation, g.RevocationEndpoint, g.Issuer, err)
+		if err != nil {
 			s.log.Info("oauth: revocation failed", "error", err)
 		}
 	}

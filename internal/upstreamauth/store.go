@@ -55,6 +55,11 @@ type Grant struct {
 	Scopes     []string
 	Requested  []string
 	ObtainedAt time.Time
+	// Headless says the sign-in was completed by following the authorization
+	// server's immediate redirects, with no person (toolgate auth login
+	// --headless, Config.Headless): a step-up for insufficient_scope is then
+	// followed the same way rather than failing the request.
+	Headless bool
 }
 
 // Client is a client registered with one authorization server.
@@ -128,6 +133,7 @@ type grantRecord struct {
 	Scopes             []string  `json:"scopes,omitempty"`
 	Requested          []string  `json:"requested,omitempty"`
 	ObtainedAt         time.Time `json:"obtained_at"`
+	Headless           bool      `json:"headless,omitempty"`
 }
 
 type clientRecord struct {
@@ -152,7 +158,7 @@ func (k *KeystoreStore) LoadGrant(ctx context.Context, server string) (*Grant, e
 		Kind: r.Kind, Resource: r.Resource, Issuer: r.Issuer, TokenEndpoint: r.TokenEndpoint,
 		RevocationEndpoint: r.RevocationEndpoint, ClientID: r.ClientID, ClientAuthMethod: r.ClientAuthMethod,
 		AccessToken: keystore.NewSecretString(r.AccessToken), RefreshToken: keystore.NewSecretString(r.RefreshToken),
-		Expiry: r.Expiry, Scopes: r.Scopes, Requested: r.Requested, ObtainedAt: r.ObtainedAt,
+		Expiry: r.Expiry, Scopes: r.Scopes, Requested: r.Requested, ObtainedAt: r.ObtainedAt, Headless: r.Headless,
 	}, nil
 }
 
@@ -162,7 +168,7 @@ func (k *KeystoreStore) SaveGrant(ctx context.Context, server string, g *Grant) 
 		Kind: g.Kind, Resource: g.Resource, Issuer: g.Issuer, TokenEndpoint: g.TokenEndpoint,
 		RevocationEndpoint: g.RevocationEndpoint, ClientID: g.ClientID, ClientAuthMethod: g.ClientAuthMethod,
 		AccessToken: g.AccessToken.RevealString(), RefreshToken: g.RefreshToken.RevealString(),
-		Expiry: g.Expiry, Scopes: g.Scopes, Requested: g.Requested, ObtainedAt: g.ObtainedAt,
+		Expiry: g.Expiry, Scopes: g.Scopes, Requested: g.Requested, ObtainedAt: g.ObtainedAt, Headless: g.Headless,
 	}
 	return k.save(ctx, k.ref(server, grantName), &r)
 }

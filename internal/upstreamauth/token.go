@@ -62,6 +62,20 @@ type tokenResponse struct {
 // Every secret of the request (code, refresh token, client secret, client
 // assertion) is removed from whatever of the server's text reaches an error.
 func (s *Server) tokenRequest(ctx context.Context, endpoint, issuer string, c *Client, form url.Values, requested []string) (*Grant, error) {
+	kind := EventToken
+	switch form.Get("grant_type") {
+	case "refresh_token":
+		kind = EventRefresh
+	case "client_credentials":
+		kind = EventClientCredentials
+	}
+	g, err := s.postToken(ctx, endpoint, issuer, c, form, requested)
+	s.record(kind, endpoint, issuer, err)
+	return g, err
+}
+
+// postToken is tokenRequest's request; it empties form.
+func (s *Server) postToken(ctx context.Context, endpoint, issuer string, c *Client, form url.Values, requested []string) (*Grant, error) {
 	sent := []keystore.Secret{keystore.NewSecretString(form.Get("code")), keystore.NewSecretString(form.Get("refresh_token"))}
 	header := http.Header{}
 	auth, err := clientAuth(c, issuer, form, header)
@@ -205,7 +219,7 @@ func (s *Server) refreshGrant(ctx context.Context, g *Grant, c *Client) (*Grant,
 	if err != nil {
 		return nil, err
 	}
-	ng.Kind, ng.Resource, ng.RevocationEndpoint = g.Kind, g.Resource, g.RevocationEndpoint
+	ng.Kind, ng.Resource, ng.RevocationEndpoint, ng.Headless = g.Kind, g.Resource, g.RevocationEndpoint, g.Headless
 	if ng.RefreshToken.Len() == 0 {
 		ng.RefreshToken = g.RefreshToken
 	}

@@ -103,15 +103,18 @@ func callModern(ctx context.Context, up Caller, server, raw string, c *kernel.Ca
 			return nil, err
 		}
 	} else {
-		h = start(up, server, raw, c)
+		h = start(ctx, up, server, raw, c)
 	}
 	return h.round(ctx, c)
 }
 
 // start sends the call upstream on a context of its own (the request that started it
-// may end before the call does), answering the upstream's requests through asks.
-func start(up Caller, server, raw string, c *kernel.Call) *heldCall {
-	cctx, cancel := context.WithTimeout(context.Background(), InputTimeout)
+// may end before the call does), answering the upstream's requests through asks. The
+// context keeps ctx's values, the call's Origin among them, so that the Caller can
+// attribute what the upstream asks to this caller (docs/trust.md, "Requests from
+// servers").
+func start(ctx context.Context, up Caller, server, raw string, c *kernel.Call) *heldCall {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), InputTimeout)
 	h := &heldCall{cancel: cancel, done: make(chan callOutcome, 1), asks: make(chan *upstreamAsk), server: server, peer: c.Peer}
 	current := func() mcpspec.Peer {
 		h.mu.Lock()

@@ -127,3 +127,38 @@ func TestUpstreamInputExpired(t *testing.T) {
 		}
 	})
 }
+
+// originCaller records whether the call it gets carries its Origin.
+type originCaller struct{ got chan upstreamtools.Origin }
+
+func (o originCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, _ host.CallOptions) (json.RawMessage, error) {
+	org, _ := upstreamtools.OriginFrom(ctx)
+	o.got <- org
+	return json.RawMessage(`{"content":[]}`), nil
+}
+
+// A 2026-07-28 call, sent upstream on a context of its own (it may be held across
+// rounds), still carries its Origin: the app attributes the upstream's requests to
+// the caller by it, and refuses them without one.
+func TestModernCallKeepsOrigin(t *testing.T) {
+	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "*", Tool: "*", Action: "*", Effect: policy.Allow}}); err != nil {
+		t.Fatal(err)
+	}
+	up := originCaller{got: make(chan upstreamtools.Origin, 1)}
+	cat := upstreamtools.Build("srv", host.Catalog{Tools: tools(`{"name":"t","inputSchema":{"type":"object"}}`)}, up, nil)
+	if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, cat.Tools...); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	modernCall(t, tr, "", "", "", elicitCaps)
+	if o := <-up.got; o.Principal != "alice" || o.TurnID == "" {
+		t.Fatalf("the upstream call's Origin: %+v, want alice's turn", o)
+	}
+}

@@ -111,11 +111,15 @@ type Options struct {
 	// error refuses the call (a tool quarantined since the turn opened). It must not
 	// block: it runs on every call.
 	Admit func(raw string) error
+
+	// stateless: the catalogue was listed on a 2026-07-28 connection (forward.go).
+	stateless bool
 }
 
 // BuildWith is Build under the server's trust options.
 func BuildWith(server string, cat host.Catalog, up Caller, reg *names.Registry, opts Options) *Catalogue {
 	out := &Catalogue{Server: server, Version: cat.Version, Digest: cat.Digest}
+	opts.stateless = cat.Info.ProtocolVersion == mcpspec.ModernVersion
 	type item struct {
 		raw   string
 		obj   json.RawMessage
@@ -200,7 +204,7 @@ func newTool(server, id, raw string, obj json.RawMessage, canon []byte, up Calle
 	if opts.Trusted {
 		action = AnnotatedAction(canon)
 	}
-	admit := opts.Admit
+	admit, stateless := opts.Admit, opts.stateless
 	return &kernel.Tool{
 		ID:      id,
 		RawName: raw,
@@ -214,6 +218,9 @@ func newTool(server, id, raw string, obj json.RawMessage, canon []byte, up Calle
 				if err := admit(raw); err != nil {
 					return nil, err
 				}
+			}
+			if stateless && upstreamRound(c) {
+				return forwardRound(ctx, up, server, raw, c)
 			}
 			return call(ctx, up, server, raw, c)
 		},

@@ -19,7 +19,8 @@ import (
 // servers expect (they do not fetch it).
 const cimdURL = "https://conformance-test.local/client-metadata.json"
 
-// direct is the harness over toolgate's upstream stack in this process.
+// direct is the harness over toolgate's upstream stack in this process
+// (TOOLGATE_CONFORMANCE_MODE=direct).
 type direct struct {
 	conn    *upstream.Conn
 	auth    *upstreamauth.Server

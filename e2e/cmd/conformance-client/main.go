@@ -4,21 +4,22 @@
 // scenario in MCP_CONFORMANCE_SCENARIO (its data in MCP_CONFORMANCE_CONTEXT),
 // plays the server and the authorization server, and scores what it sends.
 //
-// It makes each scenario's calls the way a harness does, through toolgate's
-// upstream client stack: internal/upstream's connection (the stateless
-// revision probed first, as toolgate dials remote upstreams) with
-// internal/upstreamauth as its Authorizer, signing in headlessly (the
-// suite's authorization servers redirect at once), tokens sealed in the
-// keystore of a fresh temporary data directory (its SQLite store), every
-// request through
-// netguard. The scenarios only see the harness interface: replacing
-// openDirect with a harness that installs the URL in a fresh toolgate and
-// talks to `toolgate bridge --server NAME` is the step docs/upstream-auth.md
-// describes for when the host is wired.
+// It makes each scenario's calls the way a harness does, through a real toolgate
+// (through.go): the scenario's URL installed as a remote upstream of a fresh
+// data directory, a headless sign-in (the suite's authorization servers redirect
+// at once) where the scenario needs a person's, and the calls through `toolgate
+// bridge --server conformance --stdio`. The binary is TOOLGATE_CONFORMANCE_TOOLGATE,
+// else a toolgate beside this driver, else the one on PATH.
 //
-// TOOLGATE_CONFORMANCE_LOG names a file the stack's log is appended to (the
-// e2e test scans it for the suite's tokens); without it the log goes to
-// stderr.
+// TOOLGATE_CONFORMANCE_MODE=direct makes the same calls through toolgate's upstream
+// client stack in this process instead (direct.go: internal/upstream, the stateless
+// revision probed first, with internal/upstreamauth signing in headlessly), so the
+// e2e test can tell the client stack's share of a failure from the host's.
+//
+// TOOLGATE_CONFORMANCE_LOG names a file the stack's log is appended to (through
+// toolgate: each command's stderr and, at the end, the data directory's audit
+// trail; the e2e test scans it for the suite's tokens); without it the log goes
+// to stderr.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"time"
@@ -66,12 +68,18 @@ func main() {
 		fmt.Fprintf(os.Stderr, "conformance-client: scenario %q is not supported\n", st.scenario)
 		os.Exit(1)
 	}
-	log, closeLog := logger()
+	logw, log, closeLog := logger()
 	defer closeLog()
 	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Second)
 	defer cancel()
 	err := func() error {
-		h, err := openDirect(ctx, os.Args[1], st, log)
+		var h harness
+		var err error
+		if os.Getenv("TOOLGATE_CONFORMANCE_MODE") == "direct" {
+			h, err = openDirect(ctx, os.Args[1], st, log)
+		} else {
+			h, err = openThrough(ctx, os.Args[1], st, logw, log)
+		}
 		if err != nil {
 			return err
 		}
@@ -86,17 +94,17 @@ func main() {
 	}
 }
 
-func logger() (*slog.Logger, func()) {
+func logger() (io.Writer, *slog.Logger, func()) {
 	path := os.Getenv("TOOLGATE_CONFORMANCE_LOG")
 	if path == "" {
-		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), func() {}
+		return os.Stderr, slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})), func() {}
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "conformance-client:", err)
 		os.Exit(2)
 	}
-	return slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), func() { f.Close() }
+	return f, slog.New(slog.NewTextHandler(f, &slog.HandlerOptions{Level: slog.LevelDebug})), func() { f.Close() }
 }
 
 var errUnsupported = errors.New("not supported by toolgate")
