@@ -223,3 +223,42 @@ func labelRequest(params json.RawMessage, server string) (json.RawMessage, error
 	obj["_meta"] = mb
 	return json.Marshal(obj)
 }
+
+// inputPolicy is upstreamtools.RequestPolicy over the same grants: what a server may
+// ask a 2026-07-28 caller's client for in an input round (its inputRequests) is
+// decided and audited as its requests mid-call are.
+type inputPolicy struct{ a *App }
+
+func (p inputPolicy) May(server, principal, method string) bool {
+	tool, ok := serverRequestTools[method]
+	if !ok {
+		return false
+	}
+	return p.a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server}).Allowed
+}
+
+func (p inputPolicy) Record(ctx context.Context, server, principal, turnID, method string) error {
+	tool, ok := serverRequestTools[method]
+	if !ok {
+		return kernel.Denied(kernel.CodeNoMatchingGrant, "server %s asked for %s, which is no input request", server, method)
+	}
+	ev := audit.Event{CallID: trustEventID(), Transport: trustTransport, Tool: tool, Action: string(kernel.ActionExecute),
+		Resource: "mcp:" + server, Principal: principal, TurnID: turnID}
+	d := p.a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+	ev.GrantID = d.GrantID()
+	if !d.Allowed {
+		code := kernel.CodeNoMatchingGrant
+		if d.Reason == policy.ReasonDenied {
+			code = kernel.CodeExplicitDeny
+		}
+		msg := fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)", server, method, principal, tool, server)
+		ev.Decision, ev.Code, ev.Message = audit.Denied, string(code), clipText(method+" (input round): "+msg, 1000)
+		p.a.appendRequestEvent(ctx, &ev)
+		return kernel.Denied(code, "%s", msg)
+	}
+	ev.Decision, ev.Message = audit.Allowed, method+" (input round)"
+	if err := p.a.appendRequestEvent(ctx, &ev); err != nil {
+		return kernel.Failed(kernel.CodeAuditUnavailable, "the audit log could not record the server's input request, so it was not passed on").WithRetryable(true)
+	}
+	return nil
+}

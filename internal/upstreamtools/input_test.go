@@ -21,6 +21,9 @@ import (
 type askingCaller struct{}
 
 func (askingCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	if opts.Stateless != nil {
+		return nil, host.ErrNotStateless // session-based only: the legacy path's rounds
+	}
 	ans, err := opts.Request(ctx, "elicitation/create", json.RawMessage(`{"message":"name?","requestedSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}}}`))
 	if err != nil {
 		return json.RawMessage(`{"content":[{"type":"text","text":"refused"}],"isError":true}`), nil
