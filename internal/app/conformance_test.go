@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolgate/toolgate/internal/app"
 	"github.com/toolgate/toolgate/internal/testenv"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
@@ -30,21 +31,12 @@ var conformanceRuns = []conformanceRun{
 	{"0.2.0-alpha.12 --requirements 2026-07-28", "@modelcontextprotocol/conformance-next", []string{"--requirements", "2026-07-28"}, true},
 }
 
-// openGaps are the scored 2026-07-28 scenarios that pass directly and do not yet pass
-// through toolgate, each with what it needs (docs/host.md, "What is not relayed yet").
-// They are named here so that the test still fails on any other scenario and on any
-// of these that fails for another reason than the one given; issue 11 stays open
-// until the list is empty.
-var openGaps = map[string]string{
-	// The host keeps one legacy-era connection per upstream, so a 2026-07-28 caller's
-	// own inputRequests keys and client capabilities do not reach the upstream.
-	"input-required-result-basic-elicitation": "inputRequests missing expected key",
-	"input-required-result-multi-round":       "different requestState",
-	"input-required-result-tampered-state":    "accepted tampered requestState",
-	"server-stateless":                        "test_missing_capability",
-	// Input rounds exist for upstream tools only, not for relayed prompts/get.
-	"input-required-result-non-tool-request": "prompts/get",
-}
+// openGaps are the scored scenarios that pass directly and do not yet pass through
+// toolgate, each with the failure it must show (docs/host.md, "What is not relayed
+// yet"). None is open: every scored scenario of every suite passes through toolgate as
+// directly. A gap named here must fail exactly as given; any other failure fails the
+// test.
+var openGaps = map[string]string{}
 
 // TestConformanceThroughTheGateway runs the official suites against the go-sdk's
 // conformance server twice in one run: served directly over HTTP, and hosted over
@@ -57,6 +49,11 @@ func TestConformanceThroughTheGateway(t *testing.T) {
 	env := append(testenv.NodeEnv(t), "NO_COLOR=1", "FORCE_COLOR=0")
 	w := everythingWorld(t)
 	w.grant(t, "everything.*")
+	// The fixture's input rounds ask the caller for elicitation, sampling and roots:
+	// the grants decide those as they do a server's requests mid-call (docs/trust.md).
+	for _, tool := range []string{app.RequestElicitation, app.RequestSampling, app.RequestRoots} {
+		w.grant(t, tool)
+	}
 	b := serverBridge(t, w, "everything")
 	direct := map[bool]string{false: serveEverything(t, false), true: serveEverything(t, true)}
 	for _, run := range conformanceRuns {

@@ -391,7 +391,7 @@ func (c *client) Call(ctx context.Context, server, method string, params json.Ra
 	}
 	if opts.Stateless != nil {
 		// The socket does not carry a stateless request's capabilities: the caller
-		// takes the legacy connection (docs/hostrelay.md, "Not relayed").
+		// takes the legacy connection (docs/hostrelay.md, "Protocol").
 		return nil, fmt.Errorf("hostrelay: call %q %s: the relay carries no stateless request: %w", server, method, host.ErrNotStateless)
 	}
 	var timeout time.Duration
