@@ -136,15 +136,10 @@ func (a *App) UpstreamRequests(server, sessionKey string, deliver upstream.Reque
 		if err := a.refresh(ctx); err != nil {
 			return refuse(kernel.CodeInternal, "the grants could not be read")
 		}
-		d := a.k.Decide(policy.Request{Principal: o.Principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+		d, code, msg := a.decideServerRequest(server, o.Principal, method, tool)
 		ev.GrantID = d.GrantID()
 		if !d.Allowed {
-			code := kernel.CodeNoMatchingGrant
-			if d.Reason == policy.ReasonDenied {
-				code = kernel.CodeExplicitDeny
-			}
-			return refuse(code, fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)",
-				server, method, o.Principal, tool, server))
+			return refuse(code, msg)
 		}
 		labelled, err := labelRequest(params, server)
 		if err != nil {
@@ -234,7 +229,23 @@ func (p inputPolicy) May(server, principal, method string) bool {
 	if !ok {
 		return false
 	}
-	return p.a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server}).Allowed
+	d, _, _ := p.a.decideServerRequest(server, principal, method, tool)
+	return d.Allowed
+}
+
+// decideServerRequest decides whether server may make method requests (tool, its
+// request tool id) of principal's client; refused, with the code and message.
+func (a *App) decideServerRequest(server, principal, method, tool string) (policy.Decision, kernel.Code, string) {
+	d := a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+	if d.Allowed {
+		return d, "", ""
+	}
+	code := kernel.CodeNoMatchingGrant
+	if d.Reason == policy.ReasonDenied {
+		code = kernel.CodeExplicitDeny
+	}
+	return d, code, fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)",
+		server, method, principal, tool, server)
 }
 
 func (p inputPolicy) Record(ctx context.Context, server, principal, turnID, method string) error {
@@ -244,14 +255,9 @@ func (p inputPolicy) Record(ctx context.Context, server, principal, turnID, meth
 	}
 	ev := audit.Event{CallID: trustEventID(), Transport: trustTransport, Tool: tool, Action: string(kernel.ActionExecute),
 		Resource: "mcp:" + server, Principal: principal, TurnID: turnID}
-	d := p.a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+	d, code, msg := p.a.decideServerRequest(server, principal, method, tool)
 	ev.GrantID = d.GrantID()
 	if !d.Allowed {
-		code := kernel.CodeNoMatchingGrant
-		if d.Reason == policy.ReasonDenied {
-			code = kernel.CodeExplicitDeny
-		}
-		msg := fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)", server, method, principal, tool, server)
 		ev.Decision, ev.Code, ev.Message = audit.Denied, string(code), clipText(method+" (input round): "+msg, 1000)
 		p.a.appendRequestEvent(ctx, &ev)
 		return kernel.Denied(code, "%s", msg)
