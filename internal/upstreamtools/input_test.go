@@ -10,9 +10,7 @@ import (
 
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/kernel"
-	"github.com/toolgate/toolgate/internal/kernel/kerneltest"
 	"github.com/toolgate/toolgate/internal/mcpspec"
-	"github.com/toolgate/toolgate/internal/policy"
 	"github.com/toolgate/toolgate/internal/upstreamtools"
 )
 
@@ -34,43 +32,17 @@ func (askingCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, op
 
 func askingTurn(t *testing.T, principal string) *kernel.Turn {
 	t.Helper()
-	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "*", Tool: "*", Action: "*", Effect: policy.Allow}}); err != nil {
-		t.Fatal(err)
-	}
-	cat := upstreamtools.Build("srv", host.Catalog{Tools: tools(`{"name":"t","inputSchema":{"type":"object"}}`)}, askingCaller{}, nil)
-	if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, cat.Tools...); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: principal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return statelessTurn(t, principal, askingCaller{}, upstreamtools.Options{})
 }
 
 var elicitCaps = mcpspec.NoPeer{Capabilities: json.RawMessage(`{"elicitation":{}}`)}
 
 func modernCall(t *testing.T, tr *kernel.Turn, args, state, responses string, peer mcpspec.Peer) *mcpspec.CallResult {
 	t.Helper()
-	req := &mcpspec.CallRequest{Name: "srv.t", ProtocolVersion: mcpspec.ModernVersion, Peer: peer}
-	if args != "" {
-		req.Arguments = json.RawMessage(args)
+	if args == "" {
+		args = "{}"
 	}
-	if state != "" {
-		req.RequestState = json.RawMessage(state)
-	}
-	if responses != "" {
-		req.InputResponses = json.RawMessage(responses)
-	}
-	r, err := tr.CallTool(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return statelessCall(t, tr, "srv.t", args, state, responses, peer)
 }
 
 // A session-based upstream's elicitation reaches a 2026-07-28 caller as
