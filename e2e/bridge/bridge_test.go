@@ -32,8 +32,14 @@ type bridgeProc struct {
 // URL (and the token unless --no-auth) from its stdout.
 func startBridge(t *testing.T, args ...string) *bridgeProc {
 	t.Helper()
+	return startBridgeIn(t, testenv.PrivateDir(t), args...)
+}
+
+// startBridgeIn is startBridge on the data directory dir.
+func startBridgeIn(t *testing.T, dir string, args ...string) *bridgeProc {
+	t.Helper()
 	bin := testenv.Binary(t)
-	cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", testenv.PrivateDir(t)}, args...)...)
+	cmd := exec.Command(bin, append([]string{"bridge", "--data-dir", dir}, args...)...)
 	stderr := &testenv.SyncBuffer{}
 	cmd.Stderr = stderr
 	out, err := cmd.StdoutPipe()

@@ -66,7 +66,17 @@ func (d *upstreamDialer) Dial(ctx context.Context, req host.DialRequest) (host.S
 			}
 		},
 	}
-	if d.requests != nil {
+	if req.Stateless {
+		// The stateless twin (docs/host.md, "Eras"): each request declares its own
+		// caller's capabilities; the revision has no server→client request, and its
+		// log messages go, in order with the answers, to the call they belong to.
+		opts.Era = upstream.EraStateless
+		opts.Capabilities = nil
+		opts.OnMessage = opts.OnNotification
+		if cfg.server.Transport.Kind == mcpconfig.SSE {
+			return nil, fmt.Errorf("dialing %q statelessly: %w", req.Server, host.ErrNotStateless)
+		}
+	} else if d.requests != nil {
 		var deliver upstream.RequestHandler
 		if req.Request != nil {
 			deliver = upstream.RequestHandler(req.Request)
@@ -117,7 +127,7 @@ func (d *upstreamDialer) dialStdio(ctx context.Context, name string, t *mcpconfi
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), host.DefaultStopTimeout)
 		defer cancel()
 		_ = p.Stop(sctx)
-		return nil, authErr(err)
+		return nil, eraErr(authErr(err))
 	}
 	return &upstreamSession{c: c, p: p}, nil
 }
@@ -160,7 +170,7 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpco
 	c, err := upstream.DialHTTP(ctx, spec, opts)
 	if err != nil {
 		tr.CloseIdleConnections()
-		return nil, authErr(err)
+		return nil, eraErr(authErr(err))
 	}
 	return &upstreamSession{c: c, tr: tr}, nil
 }
@@ -188,6 +198,15 @@ func authErr(err error) error {
 	return err
 }
 
+// eraErr makes a stateless dial's "the server does not speak 2026-07-28" the host's
+// host.ErrNotStateless, which it remembers (no further stateless dial).
+func eraErr(err error) error {
+	if errors.Is(err, upstream.ErrNotStateless) {
+		return fmt.Errorf("%w: %w", host.ErrNotStateless, err)
+	}
+	return err
+}
+
 // upstreamSession is a host.Session over one upstream connection and, for stdio, its
 // process.
 type upstreamSession struct {
@@ -203,6 +222,9 @@ func (s *upstreamSession) Info() host.SessionInfo {
 }
 
 func (s *upstreamSession) Call(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	if opts.Stateless != nil {
+		ctx = upstream.WithClientCapabilities(ctx, opts.Stateless.Capabilities)
+	}
 	var res json.RawMessage
 	var err error
 	if opts.Progress != nil {

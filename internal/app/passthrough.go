@@ -179,6 +179,11 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if ke := t.Turn.AuthorizeRead(ctx, resourceAccess(s, uri, method)); ke != nil {
 			return nil, refusal(ke, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri})
 		}
+		if modern && method == mcpspec.MethodResourcesRead {
+			if res, ok, err := t.statelessRound(ctx, s, method, "resource:"+uri, nil, params, peer); ok {
+				return res, err
+			}
+		}
 		return t.forward(ctx, s, method, fwd, peer)
 	case mcpspec.MethodPromptsGet:
 		name, ok := stringMember(params, "name")
@@ -191,6 +196,12 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		}
 		if ke := t.Turn.AuthorizeRead(ctx, promptAccess(s, name, method)); ke != nil {
 			return nil, refusal(ke, rpcwire.InvalidParams("unknown prompt: "+name))
+		}
+		if modern {
+			args, _ := rpcwire.Member(params, "arguments")
+			if res, ok, err := t.statelessRound(ctx, s, method, "prompt:"+name, args, params, peer); ok {
+				return res, err
+			}
 		}
 		return t.forward(ctx, s, method, fwd, peer)
 	case mcpspec.MethodCompletionComplete:
@@ -255,6 +266,44 @@ func (t turn) forward(ctx context.Context, server, method string, params json.Ra
 		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream server %s is unavailable", server)}
 	}
 	return nil, err
+}
+
+// statelessRound relays a 2026-07-28 prompts/get or resources/read on the server's
+// stateless connection, its input rounds included (upstreamtools.Exchange): ok is
+// false when the server does not speak that revision (the legacy connection answers
+// instead, with no input round).
+func (t turn) statelessRound(ctx context.Context, server, method, subject string, args, params json.RawMessage, peer mcpspec.Peer) (json.RawMessage, bool, error) {
+	if peer == nil {
+		peer = mcpspec.NoPeer{}
+	}
+	x := &upstreamtools.Exchange{Server: server, Principal: t.Principal(), TurnID: t.ID(), Subject: subject,
+		Args: args, Params: params, Peer: peer, Policy: inputPolicy{t.a}}
+	r, ok := x.Round(ctx, turnCaller{t.a}, method)
+	switch {
+	case !ok:
+		return nil, false, nil
+	case r.ProtocolError != nil:
+		return nil, true, &jsonrpc.Error{Code: r.ProtocolError.Code, Message: r.ProtocolError.Message, Data: r.ProtocolError.Data}
+	case r.InputRequests != nil:
+		var b bytes.Buffer
+		b.WriteString(`{"resultType":"input_required","inputRequests":`)
+		b.Write(r.InputRequests)
+		b.WriteString(`,"requestState":`)
+		b.Write(r.RequestState)
+		b.WriteByte('}')
+		return b.Bytes(), true, nil
+	case r.Err != nil:
+		var ke *kernel.Error
+		if errors.As(r.Err, &ke) {
+			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: ke.Message}
+		}
+		var se *host.ServerError
+		if errors.As(r.Err, &se) {
+			return nil, true, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: fmt.Sprintf("upstream server %s is unavailable", server)}
+		}
+		return nil, true, r.Err
+	}
+	return r.Result, true, nil
 }
 
 // refusal is the error a refused read answers: audit_unavailable as an internal

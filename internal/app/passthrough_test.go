@@ -61,8 +61,20 @@ func awkwardWorld(t *testing.T) *upstreamWorld {
 // and returns the answer's result or error bytes.
 func rpc(t *testing.T, url string, modern bool, method, params string) (result, rpcErr string) {
 	t.Helper()
+	caps := ""
 	if modern {
-		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}`
+		caps = "{}"
+	}
+	return rpcAs(t, url, caps, method, params)
+}
+
+// rpcAs is rpc for a 2026-07-28 request declaring the client capabilities caps (a
+// legacy one when caps is empty).
+func rpcAs(t *testing.T, url, caps, method, params string) (result, rpcErr string) {
+	t.Helper()
+	modern := caps != ""
+	if modern {
+		meta := `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":` + caps + `}`
 		if params == "" || params == "{}" {
 			params = "{" + meta + "}"
 		} else {

@@ -136,15 +136,10 @@ func (a *App) UpstreamRequests(server, sessionKey string, deliver upstream.Reque
 		if err := a.refresh(ctx); err != nil {
 			return refuse(kernel.CodeInternal, "the grants could not be read")
 		}
-		d := a.k.Decide(policy.Request{Principal: o.Principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+		d, code, msg := a.decideServerRequest(server, o.Principal, method, tool)
 		ev.GrantID = d.GrantID()
 		if !d.Allowed {
-			code := kernel.CodeNoMatchingGrant
-			if d.Reason == policy.ReasonDenied {
-				code = kernel.CodeExplicitDeny
-			}
-			return refuse(code, fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)",
-				server, method, o.Principal, tool, server))
+			return refuse(code, msg)
 		}
 		labelled, err := labelRequest(params, server)
 		if err != nil {
@@ -222,4 +217,54 @@ func labelRequest(params json.RawMessage, server string) (json.RawMessage, error
 	}
 	obj["_meta"] = mb
 	return json.Marshal(obj)
+}
+
+// inputPolicy is upstreamtools.RequestPolicy over the same grants: what a server may
+// ask a 2026-07-28 caller's client for in an input round (its inputRequests) is
+// decided and audited as its requests mid-call are.
+type inputPolicy struct{ a *App }
+
+func (p inputPolicy) May(server, principal, method string) bool {
+	tool, ok := serverRequestTools[method]
+	if !ok {
+		return false
+	}
+	d, _, _ := p.a.decideServerRequest(server, principal, method, tool)
+	return d.Allowed
+}
+
+// decideServerRequest decides whether server may make method requests (tool, its
+// request tool id) of principal's client; refused, with the code and message.
+func (a *App) decideServerRequest(server, principal, method, tool string) (policy.Decision, kernel.Code, string) {
+	d := a.k.Decide(policy.Request{Principal: principal, Tool: tool, Action: string(kernel.ActionExecute), Resource: "mcp:" + server})
+	if d.Allowed {
+		return d, "", ""
+	}
+	code := kernel.CodeNoMatchingGrant
+	if d.Reason == policy.ReasonDenied {
+		code = kernel.CodeExplicitDeny
+	}
+	return d, code, fmt.Sprintf("no grant lets server %s make %s requests for principal %s (grant tool %s on mcp:%s)",
+		server, method, principal, tool, server)
+}
+
+func (p inputPolicy) Record(ctx context.Context, server, principal, turnID, method string) error {
+	tool, ok := serverRequestTools[method]
+	if !ok {
+		return kernel.Denied(kernel.CodeNoMatchingGrant, "server %s asked for %s, which is no input request", server, method)
+	}
+	ev := audit.Event{CallID: trustEventID(), Transport: trustTransport, Tool: tool, Action: string(kernel.ActionExecute),
+		Resource: "mcp:" + server, Principal: principal, TurnID: turnID}
+	d, code, msg := p.a.decideServerRequest(server, principal, method, tool)
+	ev.GrantID = d.GrantID()
+	if !d.Allowed {
+		ev.Decision, ev.Code, ev.Message = audit.Denied, string(code), clipText(method+" (input round): "+msg, 1000)
+		p.a.appendRequestEvent(ctx, &ev)
+		return kernel.Denied(code, "%s", msg)
+	}
+	ev.Decision, ev.Message = audit.Allowed, method+" (input round)"
+	if err := p.a.appendRequestEvent(ctx, &ev); err != nil {
+		return kernel.Failed(kernel.CodeAuditUnavailable, "the audit log could not record the server's input request, so it was not passed on").WithRetryable(true)
+	}
+	return nil
 }

@@ -108,6 +108,7 @@ func (a *App) syncUpstream(server UpstreamServer, cat host.Catalog, ts *serverTr
 	// A change of what new turns see makes open sessions of toolgate serve stale (turn
 	// Stale), as a grant change does: their clients open new turns and see it.
 	defer a.policyGen.Add(1)
+	sc.opts.Requests = inputPolicy{a}
 	c := upstreamtools.BuildWith(server.Name, sc.cat, a.toolCaller(), u.reg, sc.opts)
 	st := &upstreamState{server: server, version: cat.Version, digest: cat.Digest, cat: cat, key: sc.key,
 		bindings: c.Bindings, diagnostics: append(sc.diags, c.Diagnostics...)}

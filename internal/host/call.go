@@ -27,7 +27,9 @@ func (h *Host) Call(ctx context.Context, server, method string, params json.RawM
 		return nil, &ServerError{Server: server, Kind: ErrUnknownServer}
 	}
 	key := opts.SessionKey
-	if !r.session.Load() {
+	if !r.session.Load() || opts.Stateless != nil {
+		// A stateless request carries everything of its caller's: it goes to the
+		// shared connection's stateless twin whatever the isolation (stateless.go).
 		key = ""
 	}
 	if key == "" {
@@ -43,6 +45,9 @@ func (h *Host) Call(ctx context.Context, server, method string, params json.RawM
 }
 
 func (r *runtime) do(ctx context.Context, c *conn, method string, params json.RawMessage, opts CallOptions) (json.RawMessage, error) {
+	if opts.Stateless != nil {
+		return r.doStateless(ctx, c, method, params, opts)
+	}
 	if opts.Request != nil || opts.Notify != nil {
 		defer c.route.add(&opts)()
 	}

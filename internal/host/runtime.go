@@ -148,6 +148,8 @@ type conn struct {
 	// route holds the calls in flight that answer the upstream's requests and take
 	// its log messages (route.go).
 	route router
+	// side is the connection's stateless twin (stateless.go).
+	side sidecar
 
 	refs       atomic.Int64  // calls in flight (+ closingBit)
 	answered   atomic.Uint64 // calls that got an answer
@@ -725,6 +727,7 @@ func stopTimer(t *time.Timer) {
 // closeConn closes c's session, bounded by StopTimeout, and reports back.
 func (r *runtime) closeConn(c *conn) {
 	ctx, cancel := context.WithTimeout(context.Background(), r.h.opts.StopTimeout)
+	c.closeSidecar(ctx)
 	err := c.sess.Close(ctx)
 	cancel()
 	r.mu.Lock()

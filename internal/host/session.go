@@ -37,6 +37,11 @@ type DialRequest struct {
 	// (route.go); a Dialer gives it to its connection as the handler of the
 	// upstream's requests. It may block until the client answers or ctx ends.
 	Request func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// Stateless asks for a connection in the 2026-07-28 revision (no initialize, each
+	// request's client capabilities in its own _meta, CallOptions.Stateless), the
+	// stateless twin of a live connection (stateless.go); Request is nil. A server
+	// that does not speak it fails the dial with an error wrapping ErrNotStateless.
+	Stateless bool
 }
 
 // Session is one live connection to an upstream server after its handshake. All
@@ -100,4 +105,10 @@ type CallOptions struct {
 	// sent on the call's connection while this is the only call in flight there that
 	// has one. It must return at once.
 	Notify func(method string, params json.RawMessage)
+	// Stateless, when set, sends the call on the server's stateless connection as a
+	// 2026-07-28 request declaring Stateless.Capabilities (stateless.go): a server
+	// that does not speak that revision answers ErrNotStateless at once. The
+	// revision has no server→client request: Request is ignored; Notify takes the
+	// log messages the server sends on that connection during the call.
+	Stateless *Stateless
 }

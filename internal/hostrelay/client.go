@@ -389,6 +389,11 @@ func (c *client) Call(ctx context.Context, server, method string, params json.Ra
 	if params != nil && !validJSON(params) {
 		return nil, fmt.Errorf("hostrelay: call %q %s: params are not valid JSON", server, method)
 	}
+	if opts.Stateless != nil {
+		// The socket does not carry a stateless request's capabilities: the caller
+		// takes the legacy connection (docs/hostrelay.md, "Protocol").
+		return nil, fmt.Errorf("hostrelay: call %q %s: the relay carries no stateless request: %w", server, method, host.ErrNotStateless)
+	}
 	var timeout time.Duration
 	if dl, ok := ctx.Deadline(); ok {
 		if timeout = time.Until(dl); timeout <= 0 {

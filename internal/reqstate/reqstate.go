@@ -71,7 +71,13 @@ func (s *Sealer) Seal(prefix string, aad []byte, v any) (string, error) {
 // not open. Only the exact issued text opens: the decoder would skip line breaks and,
 // without Strict, accept other encodings of the same bytes.
 func (s *Sealer) Open(prefix string, aad []byte, token string, v any) error {
-	if len(token) > MaxLen || !strings.HasPrefix(token, prefix) || strings.ContainsAny(token, "\r\n") {
+	return s.OpenMax(prefix, aad, token, MaxLen, v)
+}
+
+// OpenMax is Open for a purpose whose states may be longer than MaxLen (one that
+// carries another server's own requestState): token is refused unread past max.
+func (s *Sealer) OpenMax(prefix string, aad []byte, token string, max int, v any) error {
+	if len(token) > max || !strings.HasPrefix(token, prefix) || strings.ContainsAny(token, "\r\n") {
 		return ErrForged
 	}
 	raw, err := base64.RawURLEncoding.Strict().DecodeString(token[len(prefix):])

@@ -299,7 +299,18 @@ func (c *Conn) handshake(ctx context.Context) error {
 	}
 	switch c.opts.Era {
 	case EraStateless:
-		return c.statelessHandshake(ctx)
+		if c.t.kind != "stdio" {
+			return c.statelessHandshake(ctx)
+		}
+		// Over stdio an older server may never answer server/discover: no answer
+		// within the probe's wait is its verdict too.
+		pctx, cancel := context.WithTimeout(ctx, probeTimeout)
+		err := c.statelessHandshake(pctx)
+		cancel()
+		if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			return fmt.Errorf("upstream: server/discover: no answer within %s: %w", probeTimeout, errNotStateless)
+		}
+		return err
 	case EraProbe:
 		if c.t.kind != "stdio" {
 			// Over HTTP the dialer falls back on a new connection, so the

@@ -75,9 +75,26 @@ func (e *EraError) Error() string {
 	return fmt.Sprintf("upstream: %s is not sent on a %s connection", e.Method, e.Era)
 }
 
-// errNotStateless is the probe's verdict: the server answered server/discover
-// in a way only an older server does (falls back to initialize).
-var errNotStateless = errors.New("upstream: the server does not speak the stateless revision")
+// ErrNotStateless is the probe's verdict, and a stateless dial's error (wrapped):
+// the server answered server/discover in a way only an older server does (the
+// probe falls back to initialize).
+var ErrNotStateless = errors.New("upstream: the server does not speak the stateless revision")
+
+// errNotStateless is ErrNotStateless under the name this package's code uses.
+var errNotStateless = ErrNotStateless
+
+// clientCapabilitiesKey carries, in a request's context, the client capabilities a
+// stateless request declares instead of Options.Capabilities (WithClientCapabilities).
+type clientCapabilitiesKey struct{}
+
+// WithClientCapabilities returns ctx under which a request on a stateless connection
+// declares caps (a JSON object) as its _meta clientCapabilities instead of the
+// connection's Options.Capabilities: a gateway relaying one caller's 2026-07-28
+// request declares what that caller declared, never another caller's. A legacy
+// connection ignores it (its capabilities were declared once, at initialize).
+func WithClientCapabilities(ctx context.Context, caps json.RawMessage) context.Context {
+	return context.WithValue(ctx, clientCapabilitiesKey{}, caps)
+}
 
 // wrongEra reports a method that does not belong to the connection's era.
 func (c *Conn) wrongEra(method string) error {
@@ -97,6 +114,11 @@ func (c *Conn) wrongEra(method string) error {
 // metaMembers is the encoded "key":value list the stateless revision puts in
 // every request's _meta, computed once per connection.
 func (c *Conn) metaMembers() ([]byte, error) {
+	return c.metaMembersWith(c.opts.Capabilities)
+}
+
+// metaMembersWith is metaMembers declaring caps.
+func (c *Conn) metaMembersWith(caps json.RawMessage) ([]byte, error) {
 	info, err := rpcwire.Encode(c.opts.ClientInfo)
 	if err != nil {
 		return nil, err
@@ -104,7 +126,7 @@ func (c *Conn) metaMembers() ([]byte, error) {
 	var b bytes.Buffer
 	for i, kv := range [][2]json.RawMessage{
 		{json.RawMessage(`"` + metaProtocolVersion + `"`), json.RawMessage(`"` + StatelessProtocolVersion + `"`)},
-		{json.RawMessage(`"` + metaClientCapabilities + `"`), c.opts.Capabilities},
+		{json.RawMessage(`"` + metaClientCapabilities + `"`), caps},
 		{json.RawMessage(`"` + metaClientInfo + `"`), info},
 	} {
 		if i > 0 {
@@ -309,7 +331,17 @@ func (c *Conn) stateless(ctx context.Context, method string, params json.RawMess
 			}
 		}
 	}
-	out, err := withMeta(params, c.meta)
+	members := c.meta
+	if caps, ok := ctx.Value(clientCapabilitiesKey{}).(json.RawMessage); ok {
+		if !isObject(caps) {
+			return ctx, nil, errors.New("upstream: the request's client capabilities must be a JSON object")
+		}
+		var err error
+		if members, err = c.metaMembersWith(caps); err != nil {
+			return ctx, nil, err
+		}
+	}
+	out, err := withMeta(params, members)
 	if err != nil {
 		return ctx, nil, err
 	}

@@ -21,6 +21,9 @@ import (
 type askingCaller struct{}
 
 func (askingCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	if opts.Stateless != nil {
+		return nil, host.ErrNotStateless // session-based only: the legacy path's rounds
+	}
 	ans, err := opts.Request(ctx, "elicitation/create", json.RawMessage(`{"message":"name?","requestedSchema":{"type":"object","properties":{"n":{"type":"number","default":1.50}}}}`))
 	if err != nil {
 		return json.RawMessage(`{"content":[{"type":"text","text":"refused"}],"isError":true}`), nil
@@ -31,43 +34,17 @@ func (askingCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, op
 
 func askingTurn(t *testing.T, principal string) *kernel.Turn {
 	t.Helper()
-	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := k.SetGrants([]policy.Grant{{ID: "g", Principal: "*", Tool: "*", Action: "*", Effect: policy.Allow}}); err != nil {
-		t.Fatal(err)
-	}
-	cat := upstreamtools.Build("srv", host.Catalog{Tools: tools(`{"name":"t","inputSchema":{"type":"object"}}`)}, askingCaller{}, nil)
-	if _, err := k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, cat.Tools...); err != nil {
-		t.Fatal(err)
-	}
-	tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: principal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tr
+	return statelessTurn(t, principal, askingCaller{}, upstreamtools.Options{})
 }
 
 var elicitCaps = mcpspec.NoPeer{Capabilities: json.RawMessage(`{"elicitation":{}}`)}
 
 func modernCall(t *testing.T, tr *kernel.Turn, args, state, responses string, peer mcpspec.Peer) *mcpspec.CallResult {
 	t.Helper()
-	req := &mcpspec.CallRequest{Name: "srv.t", ProtocolVersion: mcpspec.ModernVersion, Peer: peer}
-	if args != "" {
-		req.Arguments = json.RawMessage(args)
+	if args == "" {
+		args = "{}"
 	}
-	if state != "" {
-		req.RequestState = json.RawMessage(state)
-	}
-	if responses != "" {
-		req.InputResponses = json.RawMessage(responses)
-	}
-	r, err := tr.CallTool(context.Background(), req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return statelessCall(t, tr, "srv.t", args, state, responses, peer)
 }
 
 // A session-based upstream's elicitation reaches a 2026-07-28 caller as

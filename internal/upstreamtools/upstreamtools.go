@@ -25,7 +25,9 @@ import (
 )
 
 // Caller is what the tools need of the host: hostrelay.Upstreams (this process's host,
-// or the relay to the process hosting the data directory's servers) satisfies it.
+// or the relay to the process hosting the data directory's servers) satisfies it. A
+// call with CallOptions.Stateless to a server without a stateless connection must
+// fail with an error wrapping host.ErrNotStateless (the legacy path is taken then).
 type Caller interface {
 	Call(ctx context.Context, server, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error)
 }
@@ -111,15 +113,14 @@ type Options struct {
 	// error refuses the call (a tool quarantined since the turn opened). It must not
 	// block: it runs on every call.
 	Admit func(raw string) error
-
-	// stateless: the catalogue was listed on a 2026-07-28 connection (forward.go).
-	stateless bool
+	// Requests decides what the server may ask a 2026-07-28 caller's client for in an
+	// input round (stateless.go); nil allows what the caller declared.
+	Requests RequestPolicy
 }
 
 // BuildWith is Build under the server's trust options.
 func BuildWith(server string, cat host.Catalog, up Caller, reg *names.Registry, opts Options) *Catalogue {
 	out := &Catalogue{Server: server, Version: cat.Version, Digest: cat.Digest}
-	opts.stateless = cat.Info.ProtocolVersion == mcpspec.ModernVersion
 	type item struct {
 		raw   string
 		obj   json.RawMessage
@@ -204,7 +205,7 @@ func newTool(server, id, raw string, obj json.RawMessage, canon []byte, up Calle
 	if opts.Trusted {
 		action = AnnotatedAction(canon)
 	}
-	admit, stateless := opts.Admit, opts.stateless
+	admit, requests := opts.Admit, opts.Requests
 	return &kernel.Tool{
 		ID:      id,
 		RawName: raw,
@@ -219,10 +220,7 @@ func newTool(server, id, raw string, obj json.RawMessage, canon []byte, up Calle
 					return nil, err
 				}
 			}
-			if stateless && upstreamRound(c) {
-				return forwardRound(ctx, up, server, raw, c)
-			}
-			return call(ctx, up, server, raw, c)
+			return call(ctx, up, server, raw, c, requests)
 		},
 	}
 }
@@ -247,9 +245,17 @@ func AnnotatedAction(obj []byte) kernel.Action {
 // kernel read them and, when the caller asked for progress, its progressToken, which
 // the host's connection swaps for its own and restores on each notifications/progress
 // it hands back; those go to the caller as they come.
-func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call) (*kernel.Output, error) {
+func call(ctx context.Context, up Caller, server, raw string, c *kernel.Call, requests RequestPolicy) (*kernel.Output, error) {
 	ctx = context.WithValue(ctx, originKey{}, Origin{Principal: c.Principal, TurnID: c.TurnID, Peer: c.Peer})
 	if c.ProtocolVersion == mcpspec.ModernVersion {
+		if len(c.RequestState) == 0 || isStatelessState(c.RequestState) {
+			// The upstream's own rounds when it speaks 2026-07-28 (stateless.go).
+			x := &Exchange{Server: server, Principal: c.Principal, TurnID: c.TurnID, Subject: c.Tool.ID,
+				Args: c.Arguments, Params: modernParams(raw, c), Peer: c.Peer, Policy: requests}
+			if r, ok := x.Round(ctx, up, "tools/call"); ok {
+				return statelessOutput(r, server)
+			}
+		}
 		return callModern(ctx, up, server, raw, c)
 	}
 	token := progressToken(c.Meta)
@@ -305,6 +311,22 @@ func Params(raw string, args, token json.RawMessage) json.RawMessage {
 		b = append(b, '}')
 	}
 	return append(b, '}')
+}
+
+// modernParams are a 2026-07-28 call's params as its caller sent them: the raw name,
+// the arguments' bytes, its _meta, inputResponses and requestState.
+func modernParams(raw string, c *kernel.Call) json.RawMessage {
+	var add [][2]json.RawMessage
+	for _, m := range []struct {
+		name string
+		v    json.RawMessage
+	}{{"_meta", c.Meta}, {"inputResponses", c.InputResponses}, {"requestState", c.RequestState}} {
+		if len(m.v) > 0 {
+			kb, _ := json.Marshal(m.name)
+			add = append(add, [2]json.RawMessage{kb, m.v})
+		}
+	}
+	return setMembers(Params(raw, c.Arguments, nil), nil, add)
 }
 
 // progressToken is meta's progressToken when it is a string or an integer (MCP's

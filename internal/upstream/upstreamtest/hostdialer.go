@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -41,7 +42,12 @@ func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, e
 	if d.OnRequestFor != nil {
 		o.OnRequest = d.OnRequestFor(req.Server, req.SessionKey)
 	}
-	if o.OnRequest == nil && d.ToClient && req.Request != nil {
+	if req.Stateless {
+		// A stateless twin (host, "Eras"): no requests to the client, capabilities
+		// per request, log messages in order with the answers.
+		o.Era, o.OnRequest = upstream.EraStateless, nil
+		o.OnMessage = o.OnNotification
+	} else if o.OnRequest == nil && d.ToClient && req.Request != nil {
 		o.OnRequest = upstream.RequestHandler(req.Request)
 		o.Capabilities = json.RawMessage(`{"elicitation":{},"roots":{},"sampling":{}}`)
 		o.OnMessage = func(n upstream.Notification) { req.Notify(n.Method, n.Params) }
@@ -51,6 +57,9 @@ func (d Dialer) Dial(ctx context.Context, req host.DialRequest) (host.Session, e
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		p.Stop(sctx)
+		if errors.Is(err, upstream.ErrNotStateless) {
+			return nil, fmt.Errorf("%w: %w", host.ErrNotStateless, err)
+		}
 		return nil, err
 	}
 	return &session{p: p, c: c}, nil
@@ -67,6 +76,9 @@ func (s *session) Info() host.SessionInfo {
 }
 
 func (s *session) Call(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error) {
+	if opts.Stateless != nil {
+		ctx = upstream.WithClientCapabilities(ctx, opts.Stateless.Capabilities)
+	}
 	if opts.Progress != nil {
 		return s.c.CallWithProgress(ctx, method, params, opts.Progress)
 	}

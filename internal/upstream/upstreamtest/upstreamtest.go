@@ -23,6 +23,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -186,4 +188,36 @@ func EverythingSpec(t testing.TB) (upstream.Spec, string) {
 		Args:      []string{marker},
 		StopGrace: 300 * time.Millisecond,
 	}, marker
+}
+
+// ServeEverything serves EverythingServer directly over Streamable HTTP on a loopback
+// port (statelessly or with sessions) until the test ends, and returns its URL.
+func ServeEverything(t testing.TB, stateless bool) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	cmd := exec.Command(EverythingServer(t), "-http", addr, fmt.Sprintf("-stateless=%t", stateless), Marker(t))
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	for i := 0; ; i++ {
+		c, err := net.Dial("tcp", addr)
+		if err == nil {
+			c.Close()
+			break
+		}
+		if i > 500 {
+			t.Fatalf("the conformance server did not listen on %s", addr)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "http://" + addr + "/mcp"
 }
