@@ -153,7 +153,9 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpco
 	if t.Kind == mcpconfig.SSE {
 		kind = upstream.HTTPSSE
 	}
-	opts.Era = remoteEra(t.Kind)
+	if opts.Era != upstream.EraStateless { // the stateless twin is dialled as one, never probed
+		opts.Era = remoteEra(t.Kind)
+	}
 	spec := upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind, Headers: sealedHeaders(hs)}
 	if d.auths != nil && usesOAuth(t) {
 		// The server's OAuth sign-in owns its Authorization header and answers its
