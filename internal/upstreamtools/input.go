@@ -19,6 +19,7 @@ import (
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/reqstate"
 	"github.com/toolgate/toolgate/internal/rpcwire"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/upstream"
 )
 
@@ -103,15 +104,16 @@ func callModern(ctx context.Context, up Caller, server, raw string, c *kernel.Ca
 			return nil, err
 		}
 	} else {
-		h = start(up, server, raw, c)
+		h = start(ctx, up, server, raw, c)
 	}
 	return h.round(ctx, c)
 }
 
 // start sends the call upstream on a context of its own (the request that started it
-// may end before the call does), answering the upstream's requests through asks.
-func start(up Caller, server, raw string, c *kernel.Call) *heldCall {
-	cctx, cancel := context.WithTimeout(context.Background(), InputTimeout)
+// may end before the call does) that still carries the call's trace, answering the
+// upstream's requests through asks.
+func start(ctx context.Context, up Caller, server, raw string, c *kernel.Call) *heldCall {
+	cctx, cancel := context.WithTimeout(telemetry.Detach(ctx), InputTimeout)
 	h := &heldCall{cancel: cancel, done: make(chan callOutcome, 1), asks: make(chan *upstreamAsk), server: server, peer: c.Peer}
 	current := func() mcpspec.Peer {
 		h.mu.Lock()
