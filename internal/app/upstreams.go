@@ -64,8 +64,9 @@ func (a *App) openUpstreams(ctx context.Context) error {
 		return fmt.Errorf("joining the upstream servers of %s: %w", a.dir, err)
 	}
 	a.up = node
-	a.ut.up = node                       // what upstream tools call (upstreamtools.go)
-	states := metrics.NewUpstreamTable() // toolgate_upstream_state, fed by the host's events
+	a.ut.up = node // what upstream tools call (upstreamtools.go)
+	// toolgate_upstream_state and _restarts_total, fed by the host's events.
+	states := metrics.NewUpstreamTable()
 	a.metrics.SetUpstreams(states.States)
 	a.stopUpWatch = node.Watch(&appWatcher{a: a, states: states})
 	a.usync.request(ctx, true)
