@@ -82,15 +82,9 @@ func (c *client) post(method, params string, hdr http.Header) (json.RawMessage, 
 	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
 		c.session = sid
 	}
-	raw, _ := io.ReadAll(resp.Body)
-	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-		var last string
-		for _, l := range strings.Split(string(raw), "\n") {
-			if d, ok := strings.CutPrefix(l, "data: "); ok {
-				last = d
-			}
-		}
-		raw = []byte(last)
+	raw, err := testenv.ReadAnswer(resp)
+	if err != nil {
+		c.t.Fatal(err)
 	}
 	return raw, resp.StatusCode
 }
