@@ -12,6 +12,7 @@ import (
 	"github.com/toolgate/toolgate/internal/hostrelay"
 	"github.com/toolgate/toolgate/internal/keystore"
 	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/metrics"
 	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/store"
 )
@@ -64,7 +65,10 @@ func (a *App) openUpstreams(ctx context.Context) error {
 	}
 	a.up = node
 	a.ut.up = node // what upstream tools call (upstreamtools.go)
-	a.stopUpWatch = node.Watch(&appWatcher{a: a})
+	// toolgate_upstream_state and _restarts_total, fed by the host's events.
+	states := metrics.NewUpstreamTable()
+	a.metrics.SetUpstreams(states.States)
+	a.stopUpWatch = node.Watch(&appWatcher{a: a, states: states})
 	a.usync.request(ctx, true)
 	return nil
 }
@@ -202,14 +206,32 @@ func (o snapshotObserver) StateChanged(e host.StateEvent) {
 }
 
 // appWatcher receives the host's events in this process (hosting or relaying): it
-// brings the kernel side up to date (upstreamSync) and turns runtime and catalogue
-// changes into management notifications.
-type appWatcher struct{ a *App }
+// brings the kernel side up to date (upstreamSync), keeps the upstream metrics'
+// table (states: each transition as it is delivered, a resync's snapshot whole) and
+// turns runtime and catalogue changes into management notifications.
+type appWatcher struct {
+	a      *App
+	states *metrics.UpstreamTable
+}
 
-func (w *appWatcher) Resync(host.Snapshot)           { w.a.usync.request(context.Background(), false) }
-func (w *appWatcher) ServerChanged(host.ServerEvent) { w.a.usync.request(context.Background(), false) }
+func (w *appWatcher) Resync(snap host.Snapshot) {
+	m := make(map[string]string, len(snap.Servers))
+	for _, s := range snap.Servers {
+		m[s.Name] = string(s.State)
+	}
+	w.states.Reset(m)
+	w.a.usync.request(context.Background(), false)
+}
+
+func (w *appWatcher) ServerChanged(e host.ServerEvent) {
+	if e.Change == host.ChangeRemoved {
+		w.states.Remove(e.Server)
+	}
+	w.a.usync.request(context.Background(), false)
+}
 
 func (w *appWatcher) StateChanged(e host.StateEvent) {
+	w.states.Transition(e.Server, string(e.To), e.To == host.StateRestarting)
 	if !w.a.subs.active() {
 		return
 	}

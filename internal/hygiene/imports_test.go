@@ -96,6 +96,14 @@ func TestImportRules(t *testing.T) {
 		is("internal/store", "internal/httpwire", "internal/localtools", "internal/mgmt"), true)
 	rule("internal/cli", "a command parses its flags and calls the app: no store, token or HTTP server of its own",
 		is("internal/store", "internal/exectoken", "internal/datadir", "internal/httpapi", "internal/httpwire", "net/http"), false)
+	// Tracing: the OpenTelemetry API in the libraries, the SDK and the exporter in
+	// cmd/toolgate only (docs/deployment.md, "Traces").
+	sdk := is("go.opentelemetry.io/otel/sdk", "go.opentelemetry.io/otel/exporters")
+	for pkg := range pkgs {
+		if strings.HasPrefix(pkg, "internal/") {
+			rule(pkg, "the OTel SDK and exporters are wired in cmd/toolgate only", sdk, true)
+		}
+	}
 	// The daemon is the app's: only the CLI imports it.
 	for pkg, info := range pkgs {
 		if pkg != "internal/cli" && slices.Contains(info.imports, full("internal/app/daemon")) {

@@ -105,6 +105,7 @@ func New() *Metrics {
 	})
 	m.reg.MustRegister(m.calls, lat, m.auditCommit, m.auditBatch, m.auditFailures, sessions, upstreamCollector{m},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(spanCounters()...)
 	return m
 }
 

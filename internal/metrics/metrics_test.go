@@ -98,3 +98,33 @@ func BenchmarkObserveCall(b *testing.B) {
 		m.ObserveCall("http", "local.read_file", metrics.OutcomeOK, "", time.Millisecond)
 	}
 }
+
+// The upstream table follows transitions, counts entries into restarting, keeps the
+// restarts across a resync that keeps the server, and forgets a removed server.
+func TestUpstreamTable(t *testing.T) {
+	m := metrics.New()
+	tab := metrics.NewUpstreamTable()
+	m.SetUpstreams(tab.States)
+	tab.Transition("fx", "starting", false)
+	tab.Transition("fx", "ready", false)
+	tab.Transition("fx", "restarting", true)
+	tab.Transition("fx", "starting", false)
+	tab.Transition("fx", "ready", false)
+	tab.Transition("gone", "ready", false)
+	text := scrape(t, m)
+	wantLine(t, text, `toolgate_upstream_state{server="fx",state="ready"} 1`)
+	wantLine(t, text, `toolgate_upstream_restarts_total{server="fx"} 1`)
+	wantLine(t, text, `toolgate_upstream_state{server="gone",state="ready"} 1`)
+	tab.Reset(map[string]string{"fx": "degraded", "new": "not_started"})
+	text = scrape(t, m)
+	wantLine(t, text, `toolgate_upstream_state{server="fx",state="degraded"} 1`)
+	wantLine(t, text, `toolgate_upstream_restarts_total{server="fx"} 1`)
+	wantLine(t, text, `toolgate_upstream_state{server="new",state="not_started"} 1`)
+	if strings.Contains(text, `server="gone"`) || strings.Contains(text, `state="ready"`) {
+		t.Errorf("a resync left a stale series:\n%s", text)
+	}
+	tab.Remove("fx")
+	if text = scrape(t, m); strings.Contains(text, `server="fx"`) {
+		t.Errorf("a removed server kept its series")
+	}
+}

@@ -142,3 +142,73 @@ func TraceID(ctx context.Context) string {
 	}
 	return ""
 }
+
+// Upstream is the client span of one request toolgate sends to an upstream server.
+type Upstream struct{ span trace.Span }
+
+// StartUpstream starts the client span of a request (method) to server over
+// transport, child of ctx's span: only when ctx carries a trace (a call's). A
+// health ping or a background catalogue refresh has none and gets no span, so an
+// installed exporter records no root trace per ping.
+func StartUpstream(ctx context.Context, method, server, transport string) (context.Context, Upstream) {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx, Upstream{}
+	}
+	ctx, span := tracer().Start(ctx, method, trace.WithSpanKind(trace.SpanKindClient))
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("rpc.system", "jsonrpc"), attribute.String("rpc.method", method),
+			attribute.String("toolgate.server", server), attribute.String("toolgate.upstream.transport", transport))
+	}
+	return ctx, Upstream{span}
+}
+
+// End ends the span; a non-nil err marks it an error (its message is not recorded:
+// an upstream's error text may carry what the caller sent).
+func (u Upstream) End(err error) {
+	if u.span == nil {
+		return
+	}
+	if err != nil && u.span.IsRecording() {
+		u.span.SetStatus(codes.Error, "upstream request failed")
+	}
+	u.span.End()
+}
+
+// IsTraceKey reports the _meta and header keys of the W3C trace context toolgate
+// sets on what it sends upstream (and removes from what it forwards otherwise).
+func IsTraceKey(k string) bool { return k == "traceparent" || k == "tracestate" }
+
+// MetaMembers is ctx's trace context as encoded _meta members
+// (`"traceparent":"…"` and, when it has one, `,"tracestate":"…"`), written by the
+// propagator from ctx's span context, never copied from a caller; nil when ctx has
+// no valid span context.
+func MetaMembers(ctx context.Context) []byte {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	c := propagation.MapCarrier{}
+	propagator.Inject(ctx, c)
+	var b []byte
+	for _, k := range []string{"traceparent", "tracestate"} {
+		v, ok := c[k]
+		if !ok || v == "" {
+			continue
+		}
+		if len(b) > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, `":`...)
+		enc, _ := json.Marshal(v)
+		b = append(b, enc...)
+	}
+	return b
+}
+
+// Detach is a context with no deadline, values or cancellation of ctx's but its
+// span context: for work that outlives the request that started it (a held
+// 2026-07-28 call) and still belongs to its trace.
+func Detach(ctx context.Context) context.Context {
+	return trace.ContextWithSpanContext(context.Background(), trace.SpanContextFromContext(ctx))
+}

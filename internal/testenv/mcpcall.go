@@ -45,6 +45,23 @@ func MCPCall(ctx context.Context, c *http.Client, base, token string, session *s
 	if sid := resp.Header.Get("Mcp-Session-Id"); sid != "" {
 		*session = sid
 	}
+	raw, err := ReadAnswer(resp)
+	if err != nil {
+		return nil, err
+	}
+	var m struct {
+		Result json.RawMessage
+		Error  json.RawMessage
+	}
+	if err := json.Unmarshal(raw, &m); err != nil || m.Error != nil || m.Result == nil {
+		return nil, fmt.Errorf("%s: status %d, %.300s", method, resp.StatusCode, raw)
+	}
+	return m.Result, nil
+}
+
+// ReadAnswer reads the JSON-RPC message of a /mcp answer: the body of a JSON answer,
+// the last event's data of an SSE one.
+func ReadAnswer(resp *http.Response) ([]byte, error) {
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, err
@@ -58,12 +75,5 @@ func MCPCall(ctx context.Context, c *http.Client, base, token string, session *s
 		}
 		raw = []byte(last)
 	}
-	var m struct {
-		Result json.RawMessage
-		Error  json.RawMessage
-	}
-	if err := json.Unmarshal(raw, &m); err != nil || m.Error != nil || m.Result == nil {
-		return nil, fmt.Errorf("%s: status %d, %.300s", method, resp.StatusCode, raw)
-	}
-	return m.Result, nil
+	return raw, nil
 }

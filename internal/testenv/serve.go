@@ -40,9 +40,16 @@ var listenLine = regexp.MustCompile(`toolgate: listening on (http://\S+)`)
 // The process is killed when the test ends (its stderr logged if the test failed).
 func StartServe(t testing.TB, data string, args ...string) *Serve {
 	t.Helper()
+	return StartServeEnv(t, data, nil, args...)
+}
+
+// StartServeEnv is StartServe with extra KEY=VALUE entries in the process's
+// environment (after Env(data), so they win).
+func StartServeEnv(t testing.TB, data string, env []string, args ...string) *Serve {
+	t.Helper()
 	s := &Serve{Stderr: &SyncBuffer{}, Done: make(chan struct{})}
 	s.Cmd = exec.Command(Binary(t), append([]string{"serve"}, args...)...)
-	s.Cmd.Env = Env(data)
+	s.Cmd.Env = append(Env(data), env...)
 	pr, pw := io.Pipe()
 	s.Cmd.Stderr = io.MultiWriter(s.Stderr, pw)
 	if err := s.Cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
+	"github.com/toolgate/toolgate/internal/telemetry"
 	"github.com/toolgate/toolgate/internal/version"
 )
 
@@ -427,10 +428,23 @@ func (c *Conn) call(ctx context.Context, method string, params json.RawMessage, 
 	if err := c.wrongEra(method); err != nil {
 		return nil, err
 	}
+	ctx, span := telemetry.StartUpstream(ctx, method, c.opts.Name, c.t.kind)
+	res, err := c.tracedCall(ctx, method, params, onProgress, noCancel)
+	span.End(err)
+	return res, err
+}
+
+// tracedCall sends one request with the call's trace context in params._meta
+// (withTrace) and, over HTTP, in its headers (headerTransport).
+func (c *Conn) tracedCall(ctx context.Context, method string, params json.RawMessage, onProgress ProgressFunc, noCancel bool) (json.RawMessage, error) {
+	params, err := withTrace(ctx, params)
+	if err != nil {
+		return nil, err
+	}
 	if c.era != EraStateless {
 		return c.roundTrip(ctx, method, params, onProgress, noCancel)
 	}
-	ctx, params, err := c.stateless(ctx, method, params)
+	ctx, params, err = c.stateless(ctx, method, params)
 	if err != nil {
 		return nil, err
 	}

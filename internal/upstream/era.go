@@ -149,6 +149,12 @@ func ownMetaKey(k string) bool {
 // its _meta (progressToken, traceparent…), is kept as it was; a member of
 // _meta the connection sets is replaced, never doubled.
 func withMeta(params json.RawMessage, members []byte) (json.RawMessage, error) {
+	return spliceMeta(params, members, ownMetaKey)
+}
+
+// spliceMeta is withMeta for any set of members: those of params._meta whose key
+// drop names are replaced by members.
+func spliceMeta(params json.RawMessage, members []byte, drop func(string) bool) (json.RawMessage, error) {
 	trimmed := bytes.TrimSpace(params)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return json.RawMessage(`{"_meta":{` + string(members) + `}}`), nil
@@ -175,7 +181,7 @@ func withMeta(params json.RawMessage, members []byte) (json.RawMessage, error) {
 	if len(meta) == 0 || meta[0] != '{' {
 		return nil, errors.New("upstream: params._meta must be a JSON object")
 	}
-	kept, err := objectMembersExcept(meta, ownMetaKey)
+	kept, err := objectMembersExcept(meta, drop)
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +189,7 @@ func withMeta(params json.RawMessage, members []byte) (json.RawMessage, error) {
 	out = append(out, trimmed[:ms]...)
 	out = append(out, '{')
 	out = append(out, kept...)
-	if len(kept) > 0 {
+	if len(kept) > 0 && len(members) > 0 {
 		out = append(out, ',')
 	}
 	out = append(out, members...)

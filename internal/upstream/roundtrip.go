@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"strings"
 	"sync/atomic"
+
+	"github.com/toolgate/toolgate/internal/telemetry"
 )
 
 // HeaderSource supplies an HTTP upstream's configured headers (API keys,
@@ -54,7 +56,8 @@ var passHeaders = map[string]bool{
 func protocolHeader(name string) bool {
 	switch name {
 	case "Accept", "Content-Type", "Content-Length", "Mcp-Session-Id", "Mcp-Protocol-Version",
-		"Mcp-Method", "Mcp-Name", "Last-Event-Id", "Host", "Transfer-Encoding", "Connection":
+		"Mcp-Method", "Mcp-Name", "Last-Event-Id", "Host", "Transfer-Encoding", "Connection",
+		"Traceparent", "Tracestate":
 		return true
 	}
 	return strings.HasPrefix(name, "Mcp-Param-")
@@ -186,6 +189,9 @@ func (t *headerTransport) prepare(ctx context.Context, r *http.Request, sameOrig
 				r.Header[name] = values
 			}
 		}
+		// The call's trace context, from the propagator (a request without one,
+		// such as a ping, sends none): docs/deployment.md, "Traces".
+		telemetry.Inject(ctx, r.Header)
 	} else {
 		// Another origin (a redirect, or a legacy SSE endpoint pointing away):
 		// nothing of ours goes there, tool arguments mirrored into headers

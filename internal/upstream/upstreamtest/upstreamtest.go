@@ -6,7 +6,7 @@
 // The fixture is well behaved unless asked otherwise. Flags (pass them to
 // Spec): -noise, -stderr-flood N, -grandchild, -ignore-eof, -ignore-term,
 // -crash-after D, -ping-delay D, -hang-init, -version V, -caps JSON,
-// -page-size N, -record FILE, -faults (lists huge {bytes}: one line written in
+// -page-size N, -record FILE, -record-in FILE (every line it read), -faults (lists huge {bytes}: one line written in
 // chunks; wrong_id: an answer to an id never sent, then the right one; twice:
 // two answers to one call). Tools (tools/call): echo {text}, env, crash
 // {code}, hang, sleep {ms}, progress {steps}, cancellations, change_tools,
