@@ -44,6 +44,10 @@ type conn struct {
 	// may the server send the client requests other than ping.
 	ready bool
 
+	// pushes are the lists whose changes the session's transport delivers (set
+	// once, before the session serves; getstream.go).
+	pushes ListKind
+
 	nextID atomic.Int64
 	// params are the tools' x-mcp-header bindings (paramheaders.go).
 	params paramTable
