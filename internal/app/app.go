@@ -161,7 +161,8 @@ type App struct {
 	onUpstreamChange  func(UpstreamServerState, host.Catalog)
 	onUpstreamRemoved func(name string)
 	callableName      func(server, raw string) string
-	subs              subscribers // management notifications (notify.go)
+	subs              subscribers  // management notifications (notify.go)
+	lw                listWatchers // sessions' list changes (listnotify.go)
 	// polSet is the policy the kernel holds, for deciding who administers (mgmtauth.go).
 	polSet atomic.Pointer[policy.Set]
 }

@@ -20,14 +20,14 @@ import (
 // client that never reads costs the server nothing that grows: its stream's
 // write runs out of the write timeout and the stream ends.
 
-// ListKind names the lists whose changes a session is told of, as a bit set.
-type ListKind uint8
+// ListKind names the lists whose changes a session is told of (mcpspec's).
+type ListKind = mcpspec.ListKind
 
 // The lists a ListWatcher reports.
 const (
-	ToolsList ListKind = 1 << iota
-	ResourcesList
-	PromptsList
+	ToolsList     = mcpspec.ToolsList
+	ResourcesList = mcpspec.ResourcesList
+	PromptsList   = mcpspec.PromptsList
 )
 
 // listNotifications are the notifications of each list, in the order a stream
