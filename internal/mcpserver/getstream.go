@@ -67,7 +67,7 @@ func asListWatcher(t Turn) (ListWatcher, bool) {
 // transport delivers (c.pushes) where its Turn watches them and its era has a
 // GET stream. initialize advertises listChanged by it.
 func (c *conn) pushedLists(version string) ListKind {
-	if _, ok := asListWatcher(c.turn); !ok || !hasGetStream(version) {
+	if _, ok := asListWatcher(c.turn); !ok || (!c.pushAnyEra && !hasGetStream(version)) {
 		return 0
 	}
 	return c.pushes

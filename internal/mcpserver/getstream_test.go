@@ -297,3 +297,39 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestStdioListChanged: a stdio connection is told its relayed lists' changes as
+// lines once initialized, never its tools (a stdio turn serves one catalogue).
+func TestStdioListChanged(t *testing.T) {
+	hub := &watchHub{}
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		done <- mcpserver.ServeStdio(context.Background(), inR, outW, watchingTurn{mcpservertest.NewTurn(), hub}, mcpserver.StdioOptions{})
+		outW.Close()
+	}()
+	sc := bufio.NewScanner(outR)
+	waitFor(t, "the connection's watch", func() bool { return hub.live() == 1 })
+	if _, err := io.WriteString(inW, `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2024-11-05"}}`+"\n"); err != nil {
+		t.Fatal(err)
+	}
+	if !sc.Scan() || !strings.Contains(sc.Text(), `"id":1,"result"`) {
+		t.Fatalf("initialize answer %q", sc.Text())
+	}
+	hub.change(mcpserver.ToolsList)
+	hub.change(mcpserver.PromptsList)
+	if !sc.Scan() || sc.Text() != `{"jsonrpc":"2.0","method":"notifications/prompts/list_changed"}` {
+		t.Fatalf("line %q", sc.Text())
+	}
+	inW.Close()
+	for sc.Scan() {
+		t.Errorf("unexpected line %q", sc.Text())
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if hub.live() != 0 {
+		t.Error("the connection's watch outlived it")
+	}
+}

@@ -47,6 +47,8 @@ type conn struct {
 	// pushes are the lists whose changes the session's transport delivers (set
 	// once, before the session serves; getstream.go).
 	pushes ListKind
+	// pushAnyEra delivers them in every session-based era (stdio: no GET stream needed).
+	pushAnyEra bool
 
 	nextID atomic.Int64
 	// params are the tools' x-mcp-header bindings (paramheaders.go).
