@@ -148,7 +148,7 @@ func TestBridge(t *testing.T) {
 		closeOp(),
 	}})
 	mustOK(t, s, 6)
-	checkNegotiated(t, s)
+	checkNegotiated(t, s, false)
 	if s.SessionID == "" {
 		t.Errorf("no session id after initialize")
 	}
@@ -281,7 +281,7 @@ func TestRunHarness(t *testing.T) {
 	argv := append([]string{testenv.Binary(t), "run", "--harness", "gemini", "--principal", "bob", "--workspace", ws, "--"}, c.argv(t, sp)...)
 	s, stderr := runCommand(t, toolgateEnv(c.env, data), argv...)
 	mustOK(t, s, 10)
-	checkNegotiated(t, s)
+	checkNegotiated(t, s, false)
 	checkList(t, s.Steps[0], []string{"local.ask_user", "local.read_file"}, goHash)
 	checkAllowed(t, s.Steps[1], "alpha\n")
 	checkRefused(t, s.Steps[2], "denied", "tool_unavailable")
@@ -434,7 +434,7 @@ func TestServe(t *testing.T) {
 				probe(),
 			}})
 			mustOK(t, s, 6)
-			checkNegotiated(t, s)
+			checkNegotiated(t, s, true)
 			h := checkList(t, s.Steps[0], tc.names, apiHash(t, base, tc.token))
 			hashes[tc.name] = h
 			if tc.names == nil {

@@ -63,7 +63,7 @@ func TestServeReplicas(t *testing.T) {
 		closeOp(),
 	}})
 	mustOK(t, s, 6)
-	checkNegotiated(t, s)
+	checkNegotiated(t, s, true)
 	if !strings.HasPrefix(s.SessionID, "tg1.") {
 		t.Errorf("session id %q is not a shared one", s.SessionID)
 	}

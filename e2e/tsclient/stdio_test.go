@@ -86,7 +86,7 @@ func TestStdioMCP(t *testing.T) {
 				},
 			})
 			mustOK(t, s, 10)
-			checkNegotiated(t, s)
+			checkNegotiated(t, s, false)
 			if s.SessionID != "" {
 				t.Errorf("a stdio session has a session id %q", s.SessionID)
 			}

@@ -227,8 +227,10 @@ func mustOK(t *testing.T, s *session, want int) {
 
 // checkNegotiated: the SDK asked for its latest version (it speaks up to
 // 2025-11-25 and always sends initialize), toolgate supports that version and so
-// answered with it, and toolgate introduced itself with tools.listChanged false.
-func checkNegotiated(t *testing.T, s *session) {
+// answered with it, and toolgate introduced itself with tools.listChanged stated:
+// true on toolgate serve (its sessions' GET streams carry tools/list_changed),
+// false on a bridge and stdio (one catalogue for the turn's life).
+func checkNegotiated(t *testing.T, s *session, listChanged bool) {
 	t.Helper()
 	t.Logf("TypeScript SDK %s (latest %s) negotiated protocol version %s with %s %s",
 		sdkVersion, s.SDKLatest, s.ProtocolVersion, s.ServerInfo.Name, s.ServerInfo.Version)
@@ -242,8 +244,8 @@ func checkNegotiated(t *testing.T, s *session) {
 	if s.ServerInfo.Name != "toolgate" || s.ServerInfo.Version == "" {
 		t.Errorf("serverInfo = %+v", s.ServerInfo)
 	}
-	if s.Capabilities.Tools == nil || s.Capabilities.Tools.ListChanged == nil || *s.Capabilities.Tools.ListChanged {
-		t.Errorf("capabilities.tools = %+v, want listChanged stated false", s.Capabilities.Tools)
+	if s.Capabilities.Tools == nil || s.Capabilities.Tools.ListChanged == nil || *s.Capabilities.Tools.ListChanged != listChanged {
+		t.Errorf("capabilities.tools = %+v, want listChanged stated %v", s.Capabilities.Tools, listChanged)
 	}
 	if !strings.Contains(s.Instructions, `_meta["toolgate/status"]`) {
 		t.Errorf("instructions = %q", s.Instructions)

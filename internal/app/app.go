@@ -164,8 +164,9 @@ type App struct {
 	onUpstreamChange  func(UpstreamServerState, host.Catalog)
 	onUpstreamRemoved func(name string)
 	callableName      func(server, raw string) string
-	subs              subscribers // management notifications (notify.go)
-	warm              warmer      // background starts for new turns (warm.go)
+	subs              subscribers  // management notifications (notify.go)
+	warm              warmer       // background starts for new turns (warm.go)
+	lw                listWatchers // sessions' list changes (listnotify.go)
 	// polSet is the policy the kernel holds, for deciding who administers (mgmtauth.go).
 	polSet atomic.Pointer[policy.Set]
 }

@@ -33,3 +33,7 @@ func SetUpstreamHooks(hooks func(*App) (change func(UpstreamServerState, host.Ca
 // ResyncTrust runs what a moved policy version runs: every published server's
 // catalogue reconciled again with the pins as stored.
 func ResyncTrust(a *App) { a.resyncTrust() }
+
+// ListPass runs one pass of the sessions' list watcher now (listnotify.go), as its
+// ticker does.
+func ListPass(a *App) { a.listPass() }

@@ -60,23 +60,45 @@ func (s relayServer) visible() bool {
 // relayServers returns the upstream servers SyncUpstream published, in name order,
 // each with the items of its catalogue the turn may see.
 func (t turn) relayServers(ctx context.Context) []relayServer {
-	up := t.a.ut.up
+	return t.relayServersOf(t.a.catalogs(ctx))
+}
+
+// serverCatalog is one published upstream server's catalogue.
+type serverCatalog struct {
+	name string
+	cat  host.Catalog
+}
+
+// catalogs reads the catalogues of the upstream servers SyncUpstream published, in
+// name order.
+func (a *App) catalogs(ctx context.Context) []serverCatalog {
+	up := a.ut.up
 	if up == nil {
 		return nil
 	}
-	t.a.ut.mu.Lock()
-	names := make([]string, 0, len(t.a.ut.servers))
-	for n := range t.a.ut.servers {
+	a.ut.mu.Lock()
+	names := make([]string, 0, len(a.ut.servers))
+	for n := range a.ut.servers {
 		names = append(names, n)
 	}
-	t.a.ut.mu.Unlock()
+	a.ut.mu.Unlock()
 	slices.Sort(names)
-	var out []relayServer
+	out := make([]serverCatalog, 0, len(names))
 	for _, n := range names {
 		cat, ok, err := up.Catalog(ctx, n)
 		if err != nil || !ok {
 			continue
 		}
+		out = append(out, serverCatalog{name: n, cat: cat})
+	}
+	return out
+}
+
+// relayServersOf is each of cats with the items the turn may see.
+func (t turn) relayServersOf(cats []serverCatalog) []relayServer {
+	var out []relayServer
+	for _, sc := range cats {
+		n, cat := sc.name, sc.cat
 		s := relayServer{name: n, caps: cat.Info.Capabilities, tools: t.Turn.Publishes(n), cat: cat}
 		for _, r := range cat.Resources {
 			if uri, ok := stringMember(r, "uri"); ok && t.Turn.MayRead(resourceAccess(n, uri, "")) {

@@ -143,7 +143,7 @@ func TestPassthroughBytes(t *testing.T) {
 	b := serverBridge(t, w, "fx")
 	init := initialize(t, b.URL())
 	caps, _ := json.Marshal(json.RawMessage(init))
-	if !strings.Contains(string(caps), `"capabilities":{"tools":{"listChanged":false},"completions":{},"logging":{},"prompts":{"listChanged":false},"resources":{"listChanged":false,"subscribe":false}}`) {
+	if !strings.Contains(string(caps), `"capabilities":{"tools":{"listChanged":false},"completions":{},"logging":{},"prompts":{"listChanged":true},"resources":{"listChanged":true,"subscribe":false}}`) {
 		t.Errorf("initialize advertises %s", init)
 	}
 	cases := []struct{ method, params, want string }{

@@ -216,6 +216,8 @@ type registry struct {
 	ended   endedSet
 	stop    chan struct{}
 	stopped chan struct{}
+	// pushes are the lists whose changes its sessions' GET streams deliver.
+	pushes ListKind
 }
 
 // newRegistry returns an empty registry; with reap, a goroutine ends sessions
@@ -230,7 +232,11 @@ func newRegistry(opts HandlerOptions, reap bool) *registry {
 		stop:     make(chan struct{}),
 		stopped:  make(chan struct{}),
 	}
+	// A Handler's sessions follow catalogue changes (StaleTurn), a Bridge's
+	// serve one catalogue: only their relayed lists change.
+	g.pushes = ResourcesList | PromptsList
 	if reap {
+		g.pushes |= ToolsList
 		go g.reap()
 	} else {
 		close(g.stopped)
@@ -482,6 +488,7 @@ func (g *registry) create(ctx context.Context, principal string) (*httpSession, 
 		}
 	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
+	s.conn.pushes = g.pushes
 	g.sealFor(s, principal)
 	s.slot = &sessionSlot{reg: g, principal: principal, owner: own, busy: 1}
 	g.sessions[s.id] = s

@@ -47,6 +47,8 @@ type httpSession struct {
 
 	endOnce sync.Once
 	ended   chan struct{}
+	// out is the session's GET stream (getstream.go).
+	out outbox
 }
 
 func newSessionID() string {
@@ -179,13 +181,17 @@ func (c *httpCore) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if r.Method != http.MethodPost && r.Method != http.MethodDelete {
-		writeRefusal(w, refuseMethodNotAllowed)
+	if r.Method != http.MethodPost && r.Method != http.MethodDelete && r.Method != http.MethodGet {
+		writeRefusal(w, refuseOtherMethod)
 		return
 	}
 	principal, ok := c.authorize(r)
 	if !ok {
 		writeRefusal(w, refuseUnauthorized)
+		return
+	}
+	if r.Method == http.MethodGet {
+		c.serveGet(w, r, principal) // a long-lived stream: counted in flight only while it opens
 		return
 	}
 	// Counted from here until the answer is written (ServeHTTP returns), before

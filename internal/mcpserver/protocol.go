@@ -44,6 +44,12 @@ type conn struct {
 	// may the server send the client requests other than ping.
 	ready bool
 
+	// pushes are the lists whose changes the session's transport delivers (set
+	// once, before the session serves; getstream.go).
+	pushes ListKind
+	// pushAnyEra delivers them in every session-based era (stdio: no GET stream needed).
+	pushAnyEra bool
+
 	nextID atomic.Int64
 	// params are the tools' x-mcp-header bindings (paramheaders.go).
 	params paramTable

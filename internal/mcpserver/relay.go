@@ -67,13 +67,22 @@ func isRelayed(method string) bool { return slices.Contains(RelayedMethods, meth
 
 // capabilitiesJSON is the capabilities object initialize and server/discover send:
 // tools, then the Relay's members.
+// listChanged is true for a list whose changes reach the session (initialize of
+// a session whose GET stream delivers them; getstream.go).
 func (c *conn) capabilitiesJSON(modern bool) json.RawMessage {
-	const tools = `{"tools":{"listChanged":false}`
+	var pushed ListKind
+	if !modern {
+		c.mu.Lock()
+		v := c.version
+		c.mu.Unlock()
+		pushed = c.pushedLists(v)
+	}
+	tools := `{"tools":{"listChanged":` + strconv.FormatBool(pushed&ToolsList != 0) + `}`
 	r, ok := asRelay(c.turn)
 	if !ok {
 		return json.RawMessage(tools + "}")
 	}
-	extra := bytes.TrimSpace(r.RelayCapabilities(modern))
+	extra := advertiseListChanged(bytes.TrimSpace(r.RelayCapabilities(modern)), pushed)
 	if len(extra) < 2 || extra[0] != '{' || !json.Valid(extra) {
 		return json.RawMessage(tools + "}")
 	}
@@ -146,4 +155,22 @@ func spliceFront(obj, members []byte) []byte {
 	}
 	b = append(b, members...)
 	return append(b, rest...)
+}
+
+// advertiseListChanged sets listChanged in the prompts and resources members of a
+// Relay's capabilities for the lists pushed; every other byte stays.
+func advertiseListChanged(caps []byte, pushed ListKind) []byte {
+	for _, m := range []struct {
+		member string
+		kind   ListKind
+	}{{"prompts", PromptsList}, {"resources", ResourcesList}} {
+		if pushed&m.kind == 0 {
+			continue
+		}
+		if v, ok := rpcwire.Member(caps, m.member); ok && bytes.Contains(v, []byte(`"listChanged":false`)) {
+			nv := bytes.Replace(v, []byte(`"listChanged":false`), []byte(`"listChanged":true`), 1)
+			caps = bytes.Replace(caps, v, nv, 1)
+		}
+	}
+	return caps
 }

@@ -178,6 +178,7 @@ func (g *registry) resume(ctx context.Context, id, principal string) *httpSessio
 	}
 	s := newHTTPSession(turn, principal, g.opts.ServerInfo, g.opts.Instructions, g.opts.Logger, !g.opts.NoStateless)
 	s.id, s.hash, s.expires = id, hash, time.Unix(c.Expires, 0)
+	s.conn.pushes = g.pushes
 	s.conn.initialized = true
 	g.mu.Lock()
 	if prev := g.sessions[id]; prev != nil || g.closed || g.ended.has(hash, now) {

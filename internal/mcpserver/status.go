@@ -15,9 +15,12 @@ import (
 type refusal = httpwire.Refusal
 
 var (
-	refuseNone                 refusal
-	refuseNotFound             = httpwire.NotFound
+	refuseNone     refusal
+	refuseNotFound = httpwire.NotFound
+	// refuseMethodNotAllowed answers a GET where no stream is served (its Allow
+	// names what is); refuseOtherMethod any method the endpoint does not serve.
 	refuseMethodNotAllowed     = httpwire.MethodNotAllowed
+	refuseOtherMethod          = httpwire.Refusal{Status: http.StatusMethodNotAllowed, Code: "method_not_allowed", Allow: "GET, POST, DELETE"}
 	refuseUnauthorized         = httpwire.Unauthorized
 	refuseUnknownSession       = httpwire.UnknownSession
 	refuseForbiddenHost        = httpwire.ForbiddenHost

@@ -86,6 +86,8 @@ func ServeStdio(ctx context.Context, r io.Reader, w io.Writer, turn Turn, opts S
 		return nil
 	}
 	peer := peerFunc{c: c, send: writeLine}
+	stopWatch := watchStdio(ctx, c, writeLine)
+	defer func() { cancel(); stopWatch() }()
 
 	type slot struct {
 		done   chan struct{}

@@ -188,7 +188,16 @@ func (s *wireServer) do(t *testing.T, raw string) string {
 	}
 	req.RequestURI = ""
 	rec := httptest.NewRecorder()
-	s.h.ServeHTTP(rec, req)
+	if req.Method == http.MethodGet {
+		// A GET stream lasts until the client goes away: this one leaves once
+		// its headers arrived, so the file pins them.
+		ctx, cancel := context.WithCancel(context.Background())
+		req = req.WithContext(ctx)
+		s.h.ServeHTTP(&leavingRecorder{rec, cancel}, req)
+		cancel()
+	} else {
+		s.h.ServeHTTP(rec, req)
+	}
 	res := rec.Result()
 	sid := res.Header.Get("Mcp-Session-Id")
 	if sid != "" && s.session == "" {
@@ -338,4 +347,15 @@ func TestHTTPContractDoc(t *testing.T) {
 			t.Errorf("%s is not listed in docs/http-contract.md", filepath.Base(file))
 		}
 	}
+}
+
+// leavingRecorder is a client that goes away once the first flush reached it.
+type leavingRecorder struct {
+	*httptest.ResponseRecorder
+	leave context.CancelFunc
+}
+
+func (l *leavingRecorder) Flush() {
+	l.ResponseRecorder.Flush()
+	l.leave()
 }
