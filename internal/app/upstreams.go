@@ -46,7 +46,7 @@ func (a *App) openUpstreams(ctx context.Context) error {
 	}
 	a.ks = ks
 	a.auths = &upstreamAuths{ks: ks, log: a.log, changed: a.credentialsChanged}
-	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths}
+	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths, resolver: testResolver(a.log)}
 	a.usync = newUpstreamSync(a)
 	node, err := hostrelay.Open(ctx, a.dir, hostrelay.Options{
 		NewHost:   a.newHost,
