@@ -100,9 +100,14 @@ func (b bearer) RoundTrip(req *http.Request) (*http.Response, error) {
 // capabilities and handlers.
 func (r *rig) client(principal string, opts *mcp.ClientOptions) *mcp.ClientSession {
 	r.t.Helper()
+	return r.connect(principal, mcp.NewClient(&mcp.Implementation{Name: "e2e-trust", Version: "1"}, opts))
+}
+
+// connect connects c to serve's /mcp as principal.
+func (r *rig) connect(principal string, c *mcp.Client) *mcp.ClientSession {
+	r.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := mcp.NewClient(&mcp.Implementation{Name: "e2e-trust", Version: "1"}, opts)
 	s, err := c.Connect(ctx, &mcp.StreamableClientTransport{Endpoint: r.srv.URL + "/mcp",
 		HTTPClient: &http.Client{Transport: bearer{r.token(principal)}}}, nil)
 	if err != nil {

@@ -112,6 +112,9 @@ func callModern(ctx context.Context, up Caller, server, raw string, c *kernel.Ca
 // may end before the call does), answering the upstream's requests through asks.
 func start(up Caller, server, raw string, c *kernel.Call) *heldCall {
 	cctx, cancel := context.WithTimeout(context.Background(), InputTimeout)
+	// The call's own context still says whose call it is: the upstream's requests
+	// during it are authorized for that principal (App.UpstreamRequests).
+	cctx = context.WithValue(cctx, originKey{}, Origin{Principal: c.Principal, TurnID: c.TurnID, Peer: c.Peer})
 	h := &heldCall{cancel: cancel, done: make(chan callOutcome, 1), asks: make(chan *upstreamAsk), server: server, peer: c.Peer}
 	current := func() mcpspec.Peer {
 		h.mu.Lock()

@@ -127,3 +127,33 @@ func TestUpstreamInputExpired(t *testing.T) {
 		}
 	})
 }
+
+// originCaller answers with the principal of the Origin in the call's context.
+type originCaller struct{}
+
+func (originCaller) Call(ctx context.Context, _, _ string, _ json.RawMessage, _ host.CallOptions) (json.RawMessage, error) {
+	o, _ := upstreamtools.OriginFrom(ctx)
+	b, _ := json.Marshal("origin:" + o.Principal + "/" + o.TurnID)
+	return json.RawMessage(`{"content":[{"type":"text","text":` + string(b) + `}]}`), nil
+}
+
+// A 2026-07-28 call runs upstream on a context of its own; the Origin still travels
+// in it, or every request the upstream makes during the call is no caller's and
+// refused (App.UpstreamRequests attributes requests by it).
+func TestModernCallCarriesTheOrigin(t *testing.T) {
+	k, err := kernel.New(kernel.Options{Audit: &kerneltest.Audit{}, Escalations: &kerneltest.Escalations{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.SetGrants([]policy.Grant{{ID: "g", Principal: "*", Tool: "*", Action: "*", Effect: policy.Allow}})
+	cat := upstreamtools.Build("srv", host.Catalog{Tools: tools(`{"name":"t","inputSchema":{"type":"object"}}`)}, originCaller{}, nil)
+	k.ReplaceNamespace("srv", kernel.NamespacePolicy{}, cat.Tools...)
+	tr, err := k.OpenTurn(context.Background(), kernel.TurnOptions{Principal: "alice"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := modernCall(t, tr, `{}`, "", "", elicitCaps)
+	if !strings.Contains(string(r.Raw), "origin:alice/"+tr.ID()) {
+		t.Fatalf("the upstream call's context has no origin: %s", r.Raw)
+	}
+}
