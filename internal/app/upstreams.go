@@ -414,7 +414,20 @@ func (s *upstreamSync) prime(name string) {
 		defer s.primes.Done()
 		ctx, cancel := context.WithTimeout(s.primeCtx, 2*time.Minute)
 		defer cancel()
-		if _, err := up.RefreshCatalog(ctx, name); err != nil && ctx.Err() == nil {
+		_, err := up.RefreshCatalog(ctx, name)
+		// The pass saw the server in the store before the host loaded it (an install
+		// while this process runs): ask again shortly rather than in primeEvery.
+		for wait := 50 * time.Millisecond; errors.Is(err, host.ErrUnknownServer) && wait <= 2*time.Second; wait *= 2 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+				_, err = up.RefreshCatalog(ctx, name)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil && ctx.Err() == nil {
 			s.a.log.Warn("fetching a server's first catalogue", "server", name, "err", err)
 		}
 		// Done only once a pass has handed the catalogue over (WaitFirstCatalogs).

@@ -39,8 +39,10 @@ type HTTPSpec struct {
 	// Transport is the base RoundTripper (default: a private clone of
 	// http.DefaultTransport, closed with the connection).
 	Transport http.RoundTripper
-	// CheckRedirect decides each redirect (http.Client.CheckRedirect); nil refuses
-	// every redirect that leaves the server's origin.
+	// CheckRedirect decides each redirect (http.Client.CheckRedirect); nil follows
+	// up to 10 anywhere, with the configured headers and credentials only on the
+	// URL's origin. The dialer of installed servers passes netguard's (docs/trust.md,
+	// "Headers and redirects"): within the origin only.
 	CheckRedirect func(req *http.Request, via []*http.Request) error
 	// NoStandaloneStream leaves out the GET stream through which a stateful
 	// server sends notifications (list_changed) outside any request.
@@ -100,14 +102,6 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 		},
 	}
 	d.client = &http.Client{Transport: d.ht, CheckRedirect: spec.CheckRedirect}
-	if d.client.CheckRedirect == nil {
-		d.client.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-			if len(via) >= 10 || originOf(req.URL) != d.ht.origin {
-				return fmt.Errorf("upstream: redirect to %s refused: it leaves the server's origin", RedactURL(req.URL))
-			}
-			return nil
-		}
-	}
 	if owned {
 		d.release = base.(*http.Transport).CloseIdleConnections
 	}
