@@ -1,12 +1,9 @@
 package trust
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -23,23 +20,7 @@ import (
 // run runs the toolgate CLI over data and returns stdout, stderr and the exit code.
 func run(t *testing.T, data string, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(testenv.Binary(t), args...)
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "TOOLGATE_HOME=") {
-			cmd.Env = append(cmd.Env, kv)
-		}
-	}
-	cmd.Env = append(cmd.Env, "TOOLGATE_HOME="+data)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return out.String(), errb.String(), code
+	return testenv.Run(t, data, args...)
 }
 
 // listing is what the hostile fixture lists (fixturedata.HostileTools), before the

@@ -43,6 +43,8 @@ type upstreamDialer struct {
 	// auths signs in to remote servers with OAuth (oauth.go); nil dials them with
 	// their configured headers only.
 	auths *upstreamAuths
+	// resolver resolves remote servers' names (nil: net.DefaultResolver; testhosts.go).
+	resolver netguard.Resolver
 }
 
 // clientCapabilities are what toolgate declares to an upstream when it routes the
@@ -137,7 +139,7 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpco
 	// The server's reach: loopback only when its URL names loopback, plain http only
 	// to loopback, the default denied ranges (metadata endpoints, …) never
 	// (docs/trust.md).
-	guard := netguard.NewGuard(netguard.Policy{}, nil)
+	guard := netguard.NewGuard(netguard.Policy{}, d.resolver)
 	if _, err := netguard.ValidateURL(t.URL, guard.Policy()); err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", t.DisplayURL(), err)
 	}
@@ -157,6 +159,13 @@ func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpco
 		opts.Era = remoteEra(t.Kind)
 	}
 	spec := upstream.HTTPSpec{URL: endpoint.RevealString(), Kind: kind, Headers: sealedHeaders(hs)}
+	// Redirects are netguard's: within the server's origin only (docs/trust.md,
+	// "Headers and redirects"); net/http's default would follow one anywhere.
+	rc, err := netguard.NewClient(guard, netguard.ClientOptions{URL: t.URL})
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", t.DisplayURL(), err)
+	}
+	spec.CheckRedirect = rc.CheckRedirect
 	if d.auths != nil && usesOAuth(t) {
 		// The server's OAuth sign-in owns its Authorization header and answers its
 		// challenges; without usable credentials the dial fails with an

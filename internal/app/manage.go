@@ -524,6 +524,7 @@ func (a *App) RecordBinding(ctx context.Context, server, callable, rawName strin
 // read from the upstream's raw objects (never re-encoded into what a turn publishes).
 func (a *App) catalogSummary(server string, c *host.Catalog) mgmt.Catalog {
 	var out mgmt.Catalog
+	why := a.publicationDiagnostics(server)
 	for _, raw := range c.Tools {
 		var t struct {
 			Name        string          `json:"name"`
@@ -535,7 +536,8 @@ func (a *App) catalogSummary(server string, c *host.Catalog) mgmt.Catalog {
 		if json.Unmarshal(raw, &t) != nil || t.Name == "" {
 			continue
 		}
-		ts := mgmt.ToolSummary{Name: t.Name, Callable: a.callable(server, t.Name), Title: t.Title, Description: t.Description}
+		ts := mgmt.ToolSummary{Name: t.Name, Callable: a.callable(server, t.Name), Title: t.Title, Description: t.Description,
+			Diagnostics: why[t.Name]}
 		if len(t.Annotations) > 0 && string(t.Annotations) != "null" {
 			ts.Annotations = t.Annotations
 		}

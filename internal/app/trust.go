@@ -17,6 +17,8 @@ import (
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/kernel"
+	"github.com/toolgate/toolgate/internal/mcpconfig"
+	"github.com/toolgate/toolgate/internal/mgmt"
 	"github.com/toolgate/toolgate/internal/store"
 	"github.com/toolgate/toolgate/internal/textscan"
 	"github.com/toolgate/toolgate/internal/toolpin"
@@ -554,3 +556,26 @@ func (m *Admin) SetTrustPolicy(ctx context.Context, p store.TrustPolicy) error {
 
 // TrustPolicy is a server's trust policy (store.TrustPolicy), for the commands.
 type TrustPolicy = store.TrustPolicy
+
+// publicationDiagnostics are, by raw name, why this process did not publish a tool of
+// server (held, refused, shadowing: UpstreamTools), for details: a refusal shown where
+// the owner looks, not only in the log.
+func (a *App) publicationDiagnostics(server string) map[string][]mgmt.Diagnostic {
+	var out map[string][]mgmt.Diagnostic
+	for _, u := range a.UpstreamTools() {
+		if u.Server.Name != server {
+			continue
+		}
+		for _, d := range u.Diagnostics {
+			if !d.Refused {
+				continue
+			}
+			if out == nil {
+				out = map[string][]mgmt.Diagnostic{}
+			}
+			out[d.RawName] = append(out[d.RawName], mgmt.Diagnostic{Path: "tools." + textscan.Escape(d.RawName, 200),
+				Severity: mcpconfig.Error, Message: "not published: " + d.Message})
+		}
+	}
+	return out
+}

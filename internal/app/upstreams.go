@@ -47,7 +47,7 @@ func (a *App) openUpstreams(ctx context.Context) error {
 	}
 	a.ks = ks
 	a.auths = &upstreamAuths{ks: ks, log: a.log, changed: a.credentialsChanged, audit: a.auditOAuth}
-	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths}
+	a.dialer = &upstreamDialer{ks: ks, log: a.log, requests: a.UpstreamRequests, auths: a.auths, resolver: testResolver(a.log)}
 	a.usync = newUpstreamSync(a)
 	node, err := hostrelay.Open(ctx, a.dir, hostrelay.Options{
 		NewHost:   a.newHost,
@@ -436,7 +436,20 @@ func (s *upstreamSync) prime(name string) {
 		defer s.primes.Done()
 		ctx, cancel := context.WithTimeout(s.primeCtx, 2*time.Minute)
 		defer cancel()
-		if _, err := up.RefreshCatalog(ctx, name); err != nil && ctx.Err() == nil {
+		_, err := up.RefreshCatalog(ctx, name)
+		// The pass saw the server in the store before the host loaded it (an install
+		// while this process runs): ask again shortly rather than in primeEvery.
+		for wait := 50 * time.Millisecond; errors.Is(err, host.ErrUnknownServer) && wait <= 2*time.Second; wait *= 2 {
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+				_, err = up.RefreshCatalog(ctx, name)
+			}
+			if ctx.Err() != nil {
+				break
+			}
+		}
+		if err != nil && ctx.Err() == nil {
 			s.a.log.Warn("fetching a server's first catalogue", "server", name, "err", err)
 		}
 		// Done only once a pass has handed the catalogue over (WaitFirstCatalogs).

@@ -66,6 +66,31 @@ func (s *Store) PutPin(ctx context.Context, p toolpin.Pin) error {
 	return nil
 }
 
+// PinIfAbsent stores p only when the tool has no pin (the insert trigger clears its
+// hold); otherwise it returns the pin there is. One statement, so two processes that
+// both saw no pin cannot both pin (toolpin.Store).
+func (s *Store) PinIfAbsent(ctx context.Context, p toolpin.Pin) (toolpin.Pin, bool, error) {
+	res, err := s.db.ExecContext(ctx, `INSERT INTO tool_pins (`+pinCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (server, tool) DO NOTHING`,
+		[]byte(p.Server), []byte(p.Tool), p.Digest, []byte(p.Canonical), formatTime(p.FirstSeen), p.ApprovedBy, optTime(p.ApprovedAt))
+	if err != nil {
+		return toolpin.Pin{}, false, fmt.Errorf("storing the pin of %s %q: %w", p.Server, p.Tool, err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return toolpin.Pin{}, false, fmt.Errorf("storing the pin of %s %q: %w", p.Server, p.Tool, err)
+	} else if n == 1 {
+		return p, true, nil
+	}
+	old, ok, err := s.Pin(ctx, p.Server, p.Tool)
+	if err != nil {
+		return toolpin.Pin{}, false, err
+	}
+	if !ok { // deleted between the two statements (an uninstall): nothing is pinned
+		return toolpin.Pin{}, false, fmt.Errorf("storing the pin of %s %q: the server's pins were deleted meanwhile", p.Server, p.Tool)
+	}
+	return old, false, nil
+}
+
 // Hold returns the hold of (server, tool).
 func (s *Store) Hold(ctx context.Context, server, tool string) (toolpin.Hold, bool, error) {
 	h, err := scanHold(s.db.QueryRowContext(ctx, `SELECT `+holdCols+` FROM tool_holds WHERE server = $1 AND tool = $2`, []byte(server), []byte(tool)))
@@ -127,6 +152,14 @@ func (s *Store) PutHold(ctx context.Context, h toolpin.Hold) error {
 // DeleteHold removes the hold of (server, tool); none is not an error.
 func (s *Store) DeleteHold(ctx context.Context, server, tool string) error {
 	if _, err := s.db.ExecContext(ctx, `DELETE FROM tool_holds WHERE server = $1 AND tool = $2`, []byte(server), []byte(tool)); err != nil {
+		return fmt.Errorf("deleting the hold of %s %q: %w", server, tool, err)
+	}
+	return nil
+}
+
+// DeleteHoldIf removes the hold of (server, tool) only while its digest is digest.
+func (s *Store) DeleteHoldIf(ctx context.Context, server, tool, digest string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM tool_holds WHERE server = $1 AND tool = $2 AND digest = $3`, []byte(server), []byte(tool), digest); err != nil {
 		return fmt.Errorf("deleting the hold of %s %q: %w", server, tool, err)
 	}
 	return nil

@@ -145,7 +145,19 @@ func charName(r rune) string {
 	case classPrivate:
 		return fmt.Sprintf("U+%04X (private-use character)", r)
 	}
-	return fmt.Sprintf("U+%04X (format character)", r)
+	if unicode.Is(unicode.Cf, r) {
+		return fmt.Sprintf("U+%04X (format character)", r)
+	}
+	// A lookalike or other visible character: its script says what it passes for.
+	for _, sc := range []string{"Cyrillic", "Greek", "Armenian", "Cherokee", "Coptic", "Latin"} {
+		if unicode.Is(unicode.Scripts[sc], r) {
+			return fmt.Sprintf("U+%04X (%s letter)", r, sc)
+		}
+	}
+	if unicode.IsLetter(r) {
+		return fmt.Sprintf("U+%04X (letter)", r)
+	}
+	return fmt.Sprintf("U+%04X (character)", r)
 }
 
 // pictographic reports, roughly and without tables, whether r is an emoji or a symbol

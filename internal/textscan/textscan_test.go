@@ -443,3 +443,11 @@ func TestSeverityText(t *testing.T) {
 		t.Errorf("ParseSeverity(HIGH) = %v, %v", s, err)
 	}
 }
+
+// A lookalike letter in a name is named by its script, not called a format character.
+func TestHomoglyphNamesTheScript(t *testing.T) {
+	fs := New(Options{}).Name("b_\u0435cho")
+	if len(fs) == 0 || !strings.Contains(fs[0].Detail, "U+0435 (Cyrillic letter)") {
+		t.Fatalf("%+v", fs)
+	}
+}

@@ -45,8 +45,10 @@ func (r *Report) Published() []Decision {
 //
 // Reconcile is the whole catalogue step: call it on each listing (first fetch, every
 // list_changed, every restart), then publish exactly Report.Published(). Calls for the
-// same server must not run concurrently (the host refreshes a server's catalogue one at
-// a time).
+// same server may run at once in several processes sharing a store: a first pin is a
+// compare-and-set (Store.PinIfAbsent) and a hold is cleared only as it was read
+// (Store.DeleteHoldIf), so they converge on one pin and lose no quarantine (docs/trust.md,
+// "Across processes and restarts").
 func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMessage, p Policy, at time.Time) (*Report, error) {
 	r := &Report{Server: server, Decisions: make([]Decision, len(tools))}
 	pins, err := st.Pins(ctx, server)
@@ -104,17 +106,28 @@ func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMes
 
 	for i := range r.Decisions {
 		d := &r.Decisions[i]
-		switch d.Verdict {
-		case New:
+		if d.Verdict == New {
 			pin := Pin{Server: server, Tool: d.Tool, Digest: d.Definition.Digest, Canonical: d.Definition.Canonical, FirstSeen: at}
-			if err := st.PutPin(ctx, pin); err != nil {
+			got, inserted, err := st.PinIfAbsent(ctx, pin)
+			if err != nil {
 				return nil, fmt.Errorf("toolpin: pinning %s %q: %w", server, d.Tool, err)
 			}
-			d.Pinned = &pin
-			d.LooksLike = lookalikes[bodyDigest(&d.Definition.Value)]
+			if inserted {
+				d.Pinned = &pin
+				d.LooksLike = lookalikes[bodyDigest(&d.Definition.Value)]
+				continue
+			}
+			// Another process pinned the tool since this one read the pins: this
+			// listing is decided against that pin (changed is quarantined), so the two
+			// converge on one pin.
+			*d = Decide(&got, *d.Definition, p)
+		}
+		switch d.Verdict {
 		case Unchanged:
-			if _, ok := holdOf[d.Tool]; ok {
-				if err := st.DeleteHold(ctx, server, d.Tool); err != nil {
+			if h, ok := holdOf[d.Tool]; ok {
+				// Only the hold this reconciliation read: one raised since by another
+				// process (another listing) stays.
+				if err := st.DeleteHoldIf(ctx, server, d.Tool, h.Digest); err != nil {
 					return nil, fmt.Errorf("toolpin: clearing the hold of %s %q: %w", server, d.Tool, err)
 				}
 			}
@@ -145,7 +158,7 @@ func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMes
 	}
 	for _, h := range holds {
 		if !listed[h.Tool] {
-			if err := st.DeleteHold(ctx, server, h.Tool); err != nil {
+			if err := st.DeleteHoldIf(ctx, server, h.Tool, h.Digest); err != nil {
 				return nil, fmt.Errorf("toolpin: clearing the hold of %s %q: %w", server, h.Tool, err)
 			}
 		}

@@ -91,6 +91,12 @@ type Store interface {
 	// transaction, deletes that tool's hold if any: approving a held definition and
 	// re-pinning are one step, so a crash cannot leave the pin and a stale hold.
 	PutPin(ctx context.Context, p Pin) error
+	// PinIfAbsent stores p (deleting the tool's hold, as PutPin does) only when
+	// (p.Server, p.Tool) has no pin, atomically; otherwise it changes nothing and
+	// returns the pin there is. Trust on first use is this compare-and-set: of two
+	// processes that both saw no pin, the second meets the first's pin and decides its
+	// listing against it (a changed definition is quarantined), never overwrites it.
+	PinIfAbsent(ctx context.Context, p Pin) (existing Pin, inserted bool, err error)
 	// Hold returns the hold of (server, tool); ok is false when there is none.
 	Hold(ctx context.Context, server, tool string) (h Hold, ok bool, err error)
 	// Holds lists the holds of server, or of every server when server is "", sorted by
@@ -100,6 +106,10 @@ type Store interface {
 	PutHold(ctx context.Context, h Hold) error
 	// DeleteHold removes the hold of (server, tool); no hold is not an error.
 	DeleteHold(ctx context.Context, server, tool string) error
+	// DeleteHoldIf removes the hold of (server, tool) only while it holds the
+	// definition with this digest, atomically: a reconciliation clears the hold it
+	// read, never one another process raised since.
+	DeleteHoldIf(ctx context.Context, server, tool, digest string) error
 	// DeleteServer removes every pin and hold of server (it was uninstalled).
 	DeleteServer(ctx context.Context, server string) error
 }

@@ -39,6 +39,11 @@ type HTTPSpec struct {
 	// Transport is the base RoundTripper (default: a private clone of
 	// http.DefaultTransport, closed with the connection).
 	Transport http.RoundTripper
+	// CheckRedirect decides each redirect (http.Client.CheckRedirect); nil follows
+	// up to 10 anywhere, with the configured headers and credentials only on the
+	// URL's origin. The dialer of installed servers passes netguard's (docs/trust.md,
+	// "Headers and redirects"): within the origin only.
+	CheckRedirect func(req *http.Request, via []*http.Request) error
 	// NoStandaloneStream leaves out the GET stream through which a stateful
 	// server sends notifications (list_changed) outside any request.
 	NoStandaloneStream bool
@@ -96,7 +101,7 @@ func DialHTTP(ctx context.Context, spec HTTPSpec, opts Options) (*Conn, error) {
 			safeURL: RedactURL(u),
 		},
 	}
-	d.client = &http.Client{Transport: d.ht}
+	d.client = &http.Client{Transport: d.ht, CheckRedirect: spec.CheckRedirect}
 	if owned {
 		d.release = base.(*http.Transport).CloseIdleConnections
 	}

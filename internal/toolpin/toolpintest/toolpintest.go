@@ -10,7 +10,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -82,6 +84,41 @@ func (m *Mem) PutPin(_ context.Context, p toolpin.Pin) error {
 	k := [2]string{p.Server, p.Tool}
 	m.pins[k] = clonePin(p)
 	delete(m.holds, k)
+	return nil
+}
+
+// PinIfAbsent implements toolpin.Store.
+func (m *Mem) PinIfAbsent(ctx context.Context, p toolpin.Pin) (toolpin.Pin, bool, error) {
+	m.mu.Lock()
+	if m.Err != nil {
+		m.mu.Unlock()
+		return toolpin.Pin{}, false, m.Err
+	}
+	if old, ok := m.pins[[2]string{p.Server, p.Tool}]; ok {
+		m.mu.Unlock()
+		return clonePin(old), false, nil
+	}
+	if m.pins == nil {
+		m.pins = map[[2]string]toolpin.Pin{}
+	}
+	k := [2]string{p.Server, p.Tool}
+	m.pins[k] = clonePin(p)
+	delete(m.holds, k)
+	m.mu.Unlock()
+	return clonePin(p), true, nil
+}
+
+// DeleteHoldIf implements toolpin.Store.
+func (m *Mem) DeleteHoldIf(_ context.Context, server, tool, digest string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.Err != nil {
+		return m.Err
+	}
+	k := [2]string{server, tool}
+	if h, ok := m.holds[k]; ok && h.Digest == digest {
+		delete(m.holds, k)
+	}
 	return nil
 }
 
@@ -168,6 +205,70 @@ func RunStore(t *testing.T, open func(t *testing.T) toolpin.Store) {
 	t.Run("Isolation", func(t *testing.T) { testIsolation(t, open(t)) })
 	t.Run("Hostile", func(t *testing.T) { testHostile(t, open(t)) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, open(t)) })
+	t.Run("CompareAndSet", func(t *testing.T) { testCompareAndSet(t, open(t)) })
+}
+
+// testCompareAndSet: PinIfAbsent never replaces a pin (and clears the hold when it
+// pins); DeleteHoldIf deletes only the hold of that digest; of many PinIfAbsent at
+// once exactly one inserts.
+func testCompareAndSet(t *testing.T, st toolpin.Store) {
+	ctx := context.Background()
+	if err := st.PutHold(ctx, sampleHold("s", "t")); err != nil {
+		t.Fatal(err)
+	}
+	first := samplePin("s", "t")
+	got, ok, err := st.PinIfAbsent(ctx, first)
+	if err != nil || !ok || !equalPin(got, first) {
+		t.Fatalf("PinIfAbsent of an absent pin: %+v %v %v", got, ok, err)
+	}
+	if _, held, _ := st.Hold(ctx, "s", "t"); held {
+		t.Error("PinIfAbsent left the tool's hold")
+	}
+	second := first
+	second.Digest, second.Canonical = toolpin.Digest([]byte(`{"name":"t","x":2}`)), []byte(`{"name":"t","x":2}`)
+	got, ok, err = st.PinIfAbsent(ctx, second)
+	if err != nil || ok || !equalPin(got, first) {
+		t.Fatalf("PinIfAbsent over a pin: %+v %v %v (want the first pin back, nothing inserted)", got, ok, err)
+	}
+	if p, _, _ := st.Pin(ctx, "s", "t"); !equalPin(p, first) {
+		t.Fatalf("PinIfAbsent replaced a pin: %+v", p)
+	}
+	h := sampleHold("s", "u")
+	if err := st.PutHold(ctx, h); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.DeleteHoldIf(ctx, "s", "u", "sha256:"+strings.Repeat("0", 64)); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, _ := st.Hold(ctx, "s", "u"); !held {
+		t.Fatal("DeleteHoldIf of another digest deleted the hold")
+	}
+	if err := st.DeleteHoldIf(ctx, "s", "u", h.Digest); err != nil {
+		t.Fatal(err)
+	}
+	if _, held, _ := st.Hold(ctx, "s", "u"); held {
+		t.Fatal("DeleteHoldIf of the hold's digest left it")
+	}
+	var wg sync.WaitGroup
+	var inserted atomic.Int32
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p := samplePin("s", "race")
+			c := fmt.Sprintf(`{"name":"race","i":%d}`, i)
+			p.Digest, p.Canonical = toolpin.Digest([]byte(c)), []byte(c)
+			if _, ok, err := st.PinIfAbsent(ctx, p); err != nil {
+				t.Error(err)
+			} else if ok {
+				inserted.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if n := inserted.Load(); n != 1 {
+		t.Fatalf("%d concurrent PinIfAbsent inserted, want exactly 1", n)
+	}
 }
 
 var (
