@@ -1,0 +1,161 @@
+package daemon_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/app/daemon"
+	"github.com/toolgate/toolgate/internal/mgmt"
+	"github.com/toolgate/toolgate/internal/policy"
+	"github.com/toolgate/toolgate/internal/testenv"
+	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
+)
+
+// passthroughWorld is `toolgate serve` in process: an App over a private data
+// directory with the stdio fixture installed as "fx" (its own process, as a real
+// upstream), fx.* granted to the default principal, and the daemon on loopback.
+type passthroughWorld struct {
+	url, token string
+	client     *http.Client
+}
+
+func startPassthrough(b *testing.B) *passthroughWorld {
+	b.Helper()
+	ctx := context.Background()
+	marker := upstreamtest.Marker(b)
+	a, err := app.Open(ctx, app.Options{DataDir: filepath.Join(testenv.PrivateDir(b), "data")})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		a.Close()
+		upstreamtest.WaitGone(b, marker, 10*time.Second)
+	})
+	doc, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{"fx": map[string]any{
+		"command": upstreamtest.Fixture(b), "args": []string{"-marker", marker}}}})
+	implicit := true
+	if res, err := mgmt.Checked(a).Install(ctx, mgmt.Caller{Principal: app.DefaultPrincipal, Owner: true},
+		mgmt.InstallParams{ConfigJSON: string(doc), AllowImplicitInvocation: &implicit}); err != nil || res.Status != mgmt.InstallOK {
+		b.Fatalf("install: %+v %v", res, err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	a.WaitFirstCatalogs(wctx)
+	cancel()
+	if _, err := a.Store().AddGrant(ctx, policy.Grant{Principal: app.DefaultPrincipal, Tool: "fx.*", Action: "execute", Effect: policy.Allow}); err != nil {
+		b.Fatal(err)
+	}
+	d, err := daemon.Start(a, daemon.Options{Listen: "127.0.0.1:0"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { d.Shutdown(context.Background(), time.Second) })
+	token, _, err := a.OwnerToken()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return &passthroughWorld{url: d.URL() + "/mcp", token: token,
+		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+}
+
+// post sends one MCP message as a client accepting JSON and SSE (as the SDKs do) and
+// returns the answer's session id and body.
+func (w *passthroughWorld) post(sid, body string) (string, []byte, error) {
+	req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+w.token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
+	}
+	resp, err := w.client.Do(req)
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return "", nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", nil, fmt.Errorf("%d %s", resp.StatusCode, out)
+	}
+	return resp.Header.Get("Mcp-Session-Id"), out, nil
+}
+
+// session opens one MCP session (initialize, then initialized).
+func (w *passthroughWorld) session() (string, error) {
+	sid, _, err := w.post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
+	if err != nil {
+		return "", err
+	}
+	_, _, err = w.post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	return sid, err
+}
+
+var passthroughCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"text":"hello"}}}`
+
+func (w *passthroughWorld) call(sid string) error {
+	_, out, err := w.post(sid, passthroughCall)
+	if err != nil {
+		return err
+	}
+	if !bytes.Contains(out, []byte(`"hello"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
+		return fmt.Errorf("answer %s", out)
+	}
+	return nil
+}
+
+// BenchmarkPassthroughCall is one passthrough tools/call end to end, in process, as
+// `toolgate serve` runs it: an HTTP POST on a session over loopback, the guard, the
+// kernel's decision and durable audit event, the call forwarded over stdio to the
+// fixture's own process and its answer back. One session, one call at a time (the
+// c=1 of scripts/bench-passthrough.sh); the CPU figure includes the fixture's.
+func BenchmarkPassthroughCall(b *testing.B) {
+	w := startPassthrough(b)
+	sid, err := w.session()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := w.call(sid); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := w.call(sid); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkPassthroughCallParallel is the same with concurrent sessions (8 per
+// core), one call at a time on each: the c=8..32 of scripts/bench-passthrough.sh,
+// where concurrent calls share the upstream process and the audit's group commit.
+func BenchmarkPassthroughCallParallel(b *testing.B) {
+	w := startPassthrough(b)
+	b.SetParallelism(8)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		sid, err := w.session()
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		for pb.Next() {
+			if err := w.call(sid); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
