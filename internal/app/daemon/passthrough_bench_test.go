@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,6 +135,24 @@ func (w *passthroughWorld) call(sid string) error {
 	return nil
 }
 
+// processCPU is this process's user+system CPU time: on a shared machine it moves
+// less with the load than the wall clock does.
+type processCPU time.Duration
+
+func startCPU() processCPU { return processCPU(cpuNow()) }
+
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// report adds cpu-ns/op: the test process's CPU per call (the daemon and the
+// client; the upstream's own process is not in it).
+func (c processCPU) report(b *testing.B) {
+	b.ReportMetric(float64(cpuNow()-time.Duration(c))/float64(b.N), "cpu-ns/op")
+}
+
 // BenchmarkPassthroughCall is one passthrough tools/call end to end, in process, as
 // `toolgate serve` runs it: an HTTP POST on a session over loopback, the guard, the
 // kernel's decision and durable audit event, the call forwarded over stdio to the
@@ -146,11 +165,13 @@ func BenchmarkPassthroughCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
+	cpu := startCPU()
 	for b.Loop() {
 		if err := w.call(sid); err != nil {
 			b.Fatal(err)
 		}
 	}
+	cpu.report(b)
 }
 
 // BenchmarkPassthroughCallParallel is the same with concurrent sessions (8 per
@@ -161,6 +182,8 @@ func BenchmarkPassthroughCallParallel(b *testing.B) {
 	b.SetParallelism(8)
 	b.ReportAllocs()
 	b.ResetTimer()
+	cpu := startCPU()
+	defer cpu.report(b)
 	b.RunParallel(func(pb *testing.PB) {
 		sid, err := w.session()
 		if err != nil {
