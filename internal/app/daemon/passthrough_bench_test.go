@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -25,8 +24,8 @@ import (
 // directory with the stdio fixture installed as "fx" (its own process, as a real
 // upstream), fx.* granted to the default principal, and the daemon on loopback.
 type passthroughWorld struct {
-	url, token string
-	client     *http.Client
+	base, token string
+	client      *http.Client
 }
 
 func startPassthrough(b *testing.B) *passthroughWorld {
@@ -63,7 +62,7 @@ func startPassthrough(b *testing.B) *passthroughWorld {
 	if err != nil {
 		b.Fatal(err)
 	}
-	w := &passthroughWorld{url: d.URL() + "/mcp", token: token,
+	w := &passthroughWorld{base: d.URL(), token: token,
 		client: &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	b.Cleanup(w.client.CloseIdleConnections) // before the daemon's shutdown waits for them
 	// The first catalogue may still be on its way into the kernel (the host publishes
@@ -86,51 +85,39 @@ func startPassthrough(b *testing.B) *passthroughWorld {
 	}
 }
 
-// post sends one MCP message as a client accepting JSON and SSE (as the SDKs do) and
-// returns the answer's session id and body.
-func (w *passthroughWorld) post(sid, body string) (string, []byte, error) {
-	req, _ := http.NewRequest("POST", w.url, strings.NewReader(body))
+// session opens one MCP session: initialize, then the initialized notification.
+func (w *passthroughWorld) session() (string, error) {
+	var sid string
+	if _, err := testenv.MCPCall(context.Background(), w.client, w.base, w.token, &sid, 0, "initialize",
+		`{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}`); err != nil {
+		return "", err
+	}
+	req, _ := http.NewRequest("POST", w.base+"/mcp", strings.NewReader(`{"jsonrpc":"2.0","method":"notifications/initialized"}`))
 	req.Header.Set("Authorization", "Bearer "+w.token)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-06-18")
-	}
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
 	resp, err := w.client.Do(req)
-	if err != nil {
-		return "", nil, err
-	}
-	out, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil {
-		return "", nil, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return "", nil, fmt.Errorf("%d %s", resp.StatusCode, out)
-	}
-	return resp.Header.Get("Mcp-Session-Id"), out, nil
-}
-
-// session opens one MCP session (initialize, then initialized).
-func (w *passthroughWorld) session() (string, error) {
-	sid, _, err := w.post("", `{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"bench","version":"1"}}}`)
 	if err != nil {
 		return "", err
 	}
-	_, _, err = w.post(sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
-	return sid, err
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return "", fmt.Errorf("initialized: status %d", resp.StatusCode)
+	}
+	return sid, nil
 }
 
-var passthroughCall = `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"fx.echo","arguments":{"text":"hello"}}}`
-
+// call is one tools/call of fx.echo on the session sid.
 func (w *passthroughWorld) call(sid string) error {
-	_, out, err := w.post(sid, passthroughCall)
+	res, err := testenv.MCPCall(context.Background(), w.client, w.base, w.token, &sid, 1, "tools/call",
+		`{"name":"fx.echo","arguments":{"text":"hello"}}`)
 	if err != nil {
 		return err
 	}
-	if !bytes.Contains(out, []byte(`"hello"`)) || bytes.Contains(out, []byte(`"isError":true`)) {
-		return fmt.Errorf("answer %s", out)
+	if !bytes.Contains(res, []byte(`"hello"`)) || bytes.Contains(res, []byte(`"isError":true`)) {
+		return fmt.Errorf("result %s", res)
 	}
 	return nil
 }
