@@ -27,5 +27,15 @@ vet:
 build:
 	CGO_ENABLED=0 go build -o toolgate ./cmd/toolgate
 
+# The hot path's go test benchmarks (docs/performance.md), as benchstat reads them:
+# `make bench > old.txt`, change, `make bench > new.txt`, `benchstat old.txt new.txt`.
+# BENCH selects benchmarks, BENCH_PKGS packages, COUNT and BENCHTIME the runs.
+# The default set: the passthrough call in process, the audit append per durability
+# level, the kernel's decision, tools/list of 512 tools, the HTTP and stdio MCP layers,
+# the strict decoder and the upstream stdio connection (no PostgreSQL benchmarks).
+BENCH ?= ^Benchmark(PassthroughCall|PassthroughCallParallel|AppendAudit|AppendAuditParallel|AppCallAuthorized|CallAuthorized|ListTools512|OpenTurn512|HTTPToolsCall|StdioToolsCall|DecodeToolsCall|StdioCall|UpstreamCall)$$
+BENCH_PKGS ?= ./internal/app/daemon/ ./internal/app/ ./internal/store/ ./internal/kernel/ ./internal/mcpserver/ ./internal/rpcwire/ ./internal/upstream/ ./internal/upstreamtools/
+COUNT ?= 6
+BENCHTIME ?= 1s
 bench:
-	go test -run '^$$' -bench . -benchmem ./...
+	go test -run '^$$' -bench '$(BENCH)' -benchmem -count $(COUNT) -benchtime $(BENCHTIME) $(BENCH_PKGS)

@@ -40,7 +40,6 @@ var conformanceExpectedFailures = map[string]conformanceExpectedFailure{
 	"elicitation-sep1034-defaults":  {"Server did not request elicitation from client", "needs the fixture tool test_elicitation_sep1034_defaults"},
 	"elicitation-sep1330-enums":     {"Server did not request elicitation from client", "needs the fixture tool test_elicitation_sep1330_enums"},
 	"json-schema-2020-12":           {"Tool 'json_schema_2020_12_tool' not found", "needs the fixture tool json_schema_2020_12_tool"},
-	"server-sse-polling":            {"Tool call failed", "needs the fixture tool test_reconnection, whose server closes the SSE stream mid-call"},
 	"resources-list":                {`method not found: "resources/list"`, "resources are not served; the passthrough issue forwards an upstream's"},
 	"resources-read-text":           {`method not found: "resources/read"`, "needs the fixture resource test://static-text"},
 	"resources-read-binary":         {`method not found: "resources/read"`, "needs the fixture resource test://static-binary"},

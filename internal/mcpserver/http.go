@@ -344,12 +344,30 @@ func opensSession(b *rpcwire.Body) bool {
 
 // acceptsSSE reports whether the client listed text/event-stream in Accept.
 func acceptsSSE(r *http.Request) bool {
+	return acceptsType(r, func(mt string) bool { return strings.EqualFold(mt, "text/event-stream") })
+}
+
+// acceptsJSON reports whether the client's Accept takes application/json (by name,
+// application/* or */*), so a streamable answer may be written whole as JSON.
+func acceptsJSON(r *http.Request) bool {
+	return acceptsType(r, func(mt string) bool {
+		return strings.EqualFold(mt, "application/json") || strings.EqualFold(mt, "application/*") || mt == "*/*"
+	})
+}
+
+// acceptsType reports whether a media range of the Accept header matches, one
+// with q=0 (not acceptable) excepted.
+func acceptsType(r *http.Request, match func(string) bool) bool {
 	for _, v := range r.Header.Values("Accept") {
 		for _, part := range strings.Split(v, ",") {
-			mt, _, _ := strings.Cut(strings.TrimSpace(part), ";")
-			if strings.EqualFold(strings.TrimSpace(mt), "text/event-stream") {
-				return true
+			mt, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			if !match(strings.TrimSpace(mt)) {
+				continue
 			}
+			if q, ok := strings.CutPrefix(strings.ReplaceAll(params, " ", ""), "q="); ok && strings.Trim(q, "0.") == "" {
+				continue
+			}
+			return true
 		}
 	}
 	return false
@@ -357,8 +375,12 @@ func acceptsSSE(r *http.Request) bool {
 
 // answer runs a decoded body and writes the answers in input order: 202 when
 // there are none, else 200 with JSON (an array for a batch) or SSE events when
-// the client accepts text/event-stream. Over SSE a Peer may send requests on the
-// same stream before the answers.
+// the client accepts text/event-stream. Over SSE a Peer may send requests and
+// notifications on the same stream before the answers. A client that accepts
+// both gets the stream only when something goes first (a message the calls
+// send, a keep-alive of a long call); calls that end before either are answered
+// whole as JSON, one write and no stream (docs/http-contract.md, "SSE answers
+// and keep-alives").
 func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession, body *rpcwire.Body) {
 	run := sess.conn.begin(body.Items, body.Batch)
 	if run.refused != nil {
@@ -385,10 +407,11 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 		})
 		peer = peerFunc{c: sess.conn, send: stream.send}
 		if run.pending() {
-			// A request will be answered, so the answer is 200 text/event-stream
-			// whatever the call does: start it now and keep it alive, so idle
-			// timeouts in the client or a proxy do not cut a long call.
-			if stream.start() != nil {
+			// A request will be answered. A client that takes only SSE gets the
+			// stream now, whatever the call does; either way keep-alives follow
+			// while it runs, so idle timeouts in the client or a proxy do not
+			// cut a long call.
+			if !acceptsJSON(r) && stream.start() != nil {
 				return // not even the headers were taken: nothing runs
 			}
 			stopKeepAlive = stream.keepAlive(c.keepAlive)
@@ -396,7 +419,8 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 	}
 	answers, panicked := run.run(ctx, peer)
 	stopKeepAlive()
-	if panicked && (stream == nil || !stream.isStarted()) {
+	onStream := stream != nil && stream.claim()
+	if panicked && !onStream {
 		writeRefusal(w, refuseInternal)
 		return
 	}
@@ -406,17 +430,17 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 			out = append(out, a)
 		}
 	}
-	if len(out) == 0 {
-		w.Header().Set(headerSessionID, sess.id)
-		w.WriteHeader(http.StatusAccepted)
-		return
-	}
-	if stream != nil {
+	if onStream {
 		for _, a := range out {
 			if stream.send(a) != nil {
 				return // the stream's onFail recorded it
 			}
 		}
+		return
+	}
+	if len(out) == 0 {
+		w.Header().Set(headerSessionID, sess.id)
+		w.WriteHeader(http.StatusAccepted)
 		return
 	}
 	w.Header().Set(headerSessionID, sess.id)

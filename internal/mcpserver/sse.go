@@ -1,6 +1,7 @@
 package mcpserver
 
 import (
+	"errors"
 	"net/http"
 	"sync"
 	"sync/atomic"
@@ -124,34 +125,40 @@ func (s *sseStream) writeHeld(parts ...[]byte) error {
 var keepAliveLine = []byte(": keep-alive\n\n")
 
 // keepAlive writes keepAliveLine every interval until the returned stop is
-// called; stop waits for the writer to end, so nothing is written after it
-// returns. interval <= 0 sends none. A failed write ends the keep-alives (and
-// the answers after it fail the same way).
+// called; stop waits for a write in progress to end, so nothing is written after
+// it returns. interval <= 0 sends none. A failed write ends the keep-alives (and
+// the answers after it fail the same way). The first keep-alive starts a stream
+// that has not started yet (see claim). No goroutine waits in between: a timer
+// runs each keep-alive, which a call that ends first never pays for.
 func (s *sseStream) keepAlive(interval time.Duration) (stop func()) {
 	if interval <= 0 {
 		return func() {}
 	}
-	done := make(chan struct{})
-	exited := make(chan struct{})
-	go func() {
-		defer close(exited)
-		t := time.NewTicker(interval)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-s.failed:
-				return
-			case <-t.C:
-				s.comment()
-			}
+	var (
+		mu      sync.Mutex
+		stopped bool
+		t       *time.Timer
+	)
+	mu.Lock()
+	defer mu.Unlock()
+	t = time.AfterFunc(interval, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
 		}
-	}()
-	var once sync.Once
+		s.comment()
+		select {
+		case <-s.failed:
+		default:
+			t.Reset(interval)
+		}
+	})
 	return func() {
-		once.Do(func() { close(done) })
-		<-exited
+		mu.Lock()
+		defer mu.Unlock()
+		stopped = true
+		t.Stop()
 	}
 }
 
@@ -170,6 +177,29 @@ var (
 	eventPrefix = []byte("event: message\ndata: ")
 	eventEnd    = []byte("\n\n")
 )
+
+// errAnsweredWhole ends a stream that never started because its answer was
+// written whole as JSON (see claim): a message sent after that has no stream.
+var errAnsweredWhole = errors.New("the answer was written as JSON: no stream")
+
+// claim decides how a POST's answers are written once its calls have ended: true
+// when the stream started (a message or a keep-alive went first), so the answers
+// follow as events on it; false when nothing was written, and then the stream is
+// closed to every later writer and the caller writes the answers whole, as JSON.
+func (s *sseStream) claim() bool {
+	if err := s.acquire(); err != nil {
+		return s.started.Load()
+	}
+	defer s.release()
+	if s.started.Load() {
+		return true
+	}
+	s.once.Do(func() {
+		s.err = errAnsweredWhole
+		close(s.failed)
+	})
+	return false
+}
 
 func (s *sseStream) send(msg []byte) error {
 	if err := s.acquire(); err != nil {
