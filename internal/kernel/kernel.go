@@ -268,7 +268,7 @@ func (k *Kernel) OpenTurn(ctx context.Context, o TurnOptions) (*Turn, error) {
 	if err := k.auditSelections(ctx, t, sdiags); err != nil {
 		return nil, fmt.Errorf("kernel: opening a turn for %q: recording its selections: %w", o.Principal, err)
 	}
-	t.list = &mcpspec.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id}
+	t.list = &mcpspec.ToolList{Tools: c.tools, CatalogHash: c.hash, ExecutionID: t.id, Encoded: c.encoded}
 	return t, nil
 }
 
@@ -281,6 +281,8 @@ type catalog struct {
 	// sources are the distinct Source values of the published tools, in first-seen
 	// order: which upstream servers a session of this catalogue may call.
 	sources []string
+	// encoded is tools as one JSON array (mcpspec.ToolList.Encoded).
+	encoded json.RawMessage
 }
 
 // catalogKey identifies what a catalogue was resolved from: the compiled policy and
@@ -378,7 +380,26 @@ func (k *Kernel) resolve(o TurnOptions, pol *policy.Set, ns map[string]bool, cap
 		canon = append(canon, ce)
 	}
 	c.hash = catalogHash(canon)
+	c.encoded = encodeArray(c.tools)
 	return c, gen, nspol, nil
+}
+
+// encodeArray joins the published tool objects (each built above, valid and compact)
+// into one JSON array.
+func encodeArray(tools []json.RawMessage) json.RawMessage {
+	n := 2
+	for _, t := range tools {
+		n += len(t) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, t := range tools {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, t...)
+	}
+	return append(out, ']')
 }
 
 // catalogHash is SHA-256 over the canonical encodings of the published tools, sorted,

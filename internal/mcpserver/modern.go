@@ -131,17 +131,16 @@ func (c *conn) dispatchModern(ctx context.Context, m *rpcwire.Message, meta json
 			Meta:              serverInfo,
 		}, nil
 	case mcpspec.MethodToolsList:
-		res, rpcErr := c.listTools(ctx)
+		out, encoded, rpcErr := c.listTools(ctx)
 		if rpcErr != nil {
 			return nil, rpcErr
 		}
-		out := res.(mcpspec.ListToolsResult)
 		out.ResultType, out.CacheHints = mcpspec.ResultComplete, listHints
 		for k, v := range out.Meta {
 			serverInfo[k] = v
 		}
 		out.Meta = serverInfo
-		return out, nil
+		return toolsResult(out, encoded)
 	case mcpspec.MethodToolsCall:
 		// No server-to-client requests in this era: the Peer refuses them, and a
 		// tool that needs input answers input_required.

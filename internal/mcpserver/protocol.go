@@ -250,7 +250,11 @@ func (c *conn) dispatch(ctx context.Context, m *rpcwire.Message, peer mcpspec.Pe
 	case mcpspec.MethodPing:
 		return json.RawMessage(`{}`), nil
 	case mcpspec.MethodToolsList:
-		return c.listTools(ctx)
+		out, encoded, rpcErr := c.listTools(ctx)
+		if rpcErr != nil {
+			return nil, rpcErr
+		}
+		return toolsResult(out, encoded)
 	case mcpspec.MethodToolsCall:
 		return c.callTool(ctx, m, peer, false)
 	}
@@ -284,11 +288,21 @@ func (c *conn) notify(m *rpcwire.Message) {
 	}
 }
 
-func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
+// listTools is the tools/list result but for its tools when the turn gave them
+// encoded (mcpspec.ToolList.Encoded, returned beside it for toolsResult to splice),
+// else with them.
+func (c *conn) listTools(ctx context.Context) (mcpspec.ListToolsResult, json.RawMessage, *jsonrpc.Error) {
 	list, err := c.turn.ListTools(ctx)
 	if err != nil || list == nil {
 		c.log.Error("tools/list failed", "err", err)
-		return nil, rpcwire.InternalError()
+		return mcpspec.ListToolsResult{}, nil, rpcwire.InternalError()
+	}
+	meta := map[string]any{
+		mcpspec.MetaCatalogHash: list.CatalogHash,
+		mcpspec.MetaExecutionID: list.ExecutionID,
+	}
+	if list.Encoded != nil {
+		return mcpspec.ListToolsResult{Tools: []json.RawMessage{}, Meta: meta}, list.Encoded, nil
 	}
 	tools := list.Tools
 	if tools == nil {
@@ -297,13 +311,34 @@ func (c *conn) listTools(ctx context.Context) (any, *jsonrpc.Error) {
 	for _, t := range tools {
 		if !json.Valid(t) {
 			c.log.Error("tools/list: the turn returned a tool that is not JSON")
-			return nil, rpcwire.InternalError()
+			return mcpspec.ListToolsResult{}, nil, rpcwire.InternalError()
 		}
 	}
-	return mcpspec.ListToolsResult{Tools: tools, Meta: map[string]any{
-		mcpspec.MetaCatalogHash: list.CatalogHash,
-		mcpspec.MetaExecutionID: list.ExecutionID,
-	}}, nil
+	return mcpspec.ListToolsResult{Tools: tools, Meta: meta}, nil, nil
+}
+
+// toolsResult is out as the answer's result. With encoded, out's tools are empty and
+// the encoded array takes their place in out's encoding: the catalogue's tools are
+// not encoded again per request (rpcwire.Result still checks and compacts the result
+// once, as it does every raw result).
+func toolsResult(out mcpspec.ListToolsResult, encoded json.RawMessage) (any, *jsonrpc.Error) {
+	if encoded == nil {
+		return out, nil
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, rpcwire.InternalError()
+	}
+	const empty = `"tools":[]`
+	i := bytes.Index(b, []byte(empty))
+	if i < 0 {
+		return nil, rpcwire.InternalError()
+	}
+	res := make([]byte, 0, len(b)+len(encoded))
+	res = append(res, b[:i+len(empty)-2]...)
+	res = append(res, encoded...)
+	res = append(res, b[i+len(empty):]...)
+	return json.RawMessage(res), nil
 }
 
 func (c *conn) callTool(ctx context.Context, m *rpcwire.Message, peer mcpspec.Peer, modern bool) (any, *jsonrpc.Error) {

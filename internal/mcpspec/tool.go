@@ -36,4 +36,8 @@ type ToolList struct {
 	CatalogHash string
 	// ExecutionID identifies the turn; served as _meta[MetaExecutionID].
 	ExecutionID string
+	// Encoded, when set, is Tools as one JSON array, encoded once per catalogue and
+	// shared by every turn of it (never modify it): a surface answers tools/list by
+	// splicing it instead of encoding the tools again. Nil: encode Tools.
+	Encoded json.RawMessage
 }
