@@ -201,10 +201,8 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri}
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, resourceAccess(s, uri, method)); ke != nil {
-			return nil, refusal(ke, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri})
-		}
-		if err := t.a.admitResource(servers, s, uri); err != nil {
+		if err := t.authorizeItem(ctx, resourceAccess(s, uri, method), &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri},
+			func() error { return t.a.admitResource(servers, s, uri) }); err != nil {
 			return nil, err
 		}
 		if modern && method == mcpspec.MethodResourcesRead {
@@ -222,10 +220,8 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, rpcwire.InvalidParams("unknown prompt: " + name)
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, promptAccess(s, name, method)); ke != nil {
-			return nil, refusal(ke, rpcwire.InvalidParams("unknown prompt: "+name))
-		}
-		if err := t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name)); err != nil {
+		if err := t.authorizeItem(ctx, promptAccess(s, name, method), rpcwire.InvalidParams("unknown prompt: "+name),
+			func() error { return t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name)) }); err != nil {
 			return nil, err
 		}
 		if modern {
@@ -254,16 +250,18 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, rpcwire.InvalidParams("completion/complete: unknown reference")
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, acc); ke != nil {
-			return nil, refusal(ke, rpcwire.InvalidParams("completion/complete: unknown reference"))
-		}
-		if kind == "ref/prompt" {
-			name, _ := stringMember(ref, "name")
-			if err := t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name)); err != nil {
-				return nil, err
+		admit := func() error {
+			if kind == "ref/prompt" {
+				name, _ := stringMember(ref, "name")
+				return t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name))
 			}
-		} else if t.a.trustFor(s).items.Load().heldTemplates {
-			return nil, quarantined(s, toolpin.KindTemplate, "template:*", "a resource template of the server is held")
+			if t.a.trustFor(s).items.Load().heldTemplates {
+				return quarantined(s, toolpin.KindTemplate, "template:*", "a resource template of the server is held")
+			}
+			return nil
+		}
+		if err := t.authorizeItem(ctx, acc, rpcwire.InvalidParams("completion/complete: unknown reference"), admit); err != nil {
+			return nil, err
 		}
 		return t.forward(ctx, s, method, fwd, peer)
 	case mcpspec.MethodLoggingSetLevel:
@@ -343,6 +341,23 @@ func (t turn) statelessRound(ctx context.Context, server, method, subject string
 		return nil, true, r.Err
 	}
 	return r.Result, true, nil
+}
+
+// authorizeItem decides a relayed request for one item. A caller the grants let read it
+// is refused tool_quarantined while the item's definition is held (admit): nothing is
+// audited as allowed for a request that is not sent, and the hold itself was audited
+// when it was raised. Any other caller is decided and audited by AuthorizeRead, and
+// learns nothing of a hold (the item is unknown to it).
+func (t turn) authorizeItem(ctx context.Context, acc kernel.ItemAccess, notFound *jsonrpc.Error, admit func() error) error {
+	if t.Turn.MayRead(acc) {
+		if err := admit(); err != nil {
+			return err
+		}
+	}
+	if ke := t.Turn.AuthorizeRead(ctx, acc); ke != nil {
+		return refusal(ke, notFound)
+	}
+	return nil
 }
 
 // refusal is the error a refused read answers: audit_unavailable as an internal

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/app"
+	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/toolpin"
 	"github.com/toolgate/toolgate/internal/upstream/upstreamtest"
 )
@@ -99,6 +100,20 @@ func TestUpstreamPromptRugPull(t *testing.T) {
 		}
 	}
 	check(w, b.URL())
+	// A turn that may not read prompts learns nothing of the hold.
+	nb, err := w.a.OpenTurn(ctx, app.TurnRequest{Transport: "bridge", Capabilities: []string{"fx.resources"}, Namer: w.a.RawNamer("fx")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrow, err := mcpserver.NewBridge(nb, mcpserver.BridgeOptions{ServerInfo: app.ServerInfo(), Instructions: app.Instructions})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer narrow.Close()
+	initialize(t, narrow.URL())
+	if _, e := rpc(t, narrow.URL(), false, "prompts/get", `{"name":"greet"}`); strings.Contains(e, "quarantined") || !strings.Contains(e, "unknown prompt") {
+		t.Errorf("prompts/get of the held prompt by a turn that may not read it: %s", e)
+	}
 	d, _ = w.a.Pins(ctx, "fx")
 	h := holdOf(t, d, "prompt:greet")
 	if h.Reason != toolpin.HoldChanged || h.PinnedDigest != old.Digest || h.Diff == nil || !strings.Contains(h.Diff.String(), "id_rsa") {
