@@ -175,9 +175,7 @@ func screenItems(ctx context.Context, st toolpin.Store, server string, cat host.
 	var decisions []toolpin.Decision
 	var raised []toolpin.Hold
 	for _, l := range itemLists(cat) {
-		if len(l.items) == 0 {
-			continue
-		}
+		// An empty list is reconciled too: the holds of items no longer listed go.
 		rep, err := toolpin.ReconcileKind(ctx, st, server, l.kind, l.items, p, at)
 		if err != nil {
 			return nil, nil, err

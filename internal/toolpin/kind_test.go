@@ -69,6 +69,11 @@ func TestKindsAreKeptApart(t *testing.T) {
 	if r.Decisions[0].Tool != "resource:file:///a" {
 		t.Errorf("the resource's pin name: %q", r.Decisions[0].Tool)
 	}
+	// Under pin: approve a new item waits for a person, as a new tool does.
+	r, err = toolpin.ReconcileKind(ctx, st, "fx", toolpin.KindTemplate, raw(`{"uriTemplate":"x://{id}","name":"x"}`), toolpin.Policy{Mode: toolpin.Approve}, at)
+	if err != nil || r.Decisions[0].Verdict != toolpin.Pending || r.Decisions[0].Hold != toolpin.HoldNew {
+		t.Fatalf("a new template under approve: %+v %v", r, err)
+	}
 	if k := toolpin.KindOf("template:x://{id}"); k.Name != toolpin.KindTemplate.Name {
 		t.Errorf("KindOf a template pin: %+v", k)
 	}
