@@ -14,6 +14,7 @@ import (
 	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/rpcwire"
+	"github.com/toolgate/toolgate/internal/toolpin"
 	"github.com/toolgate/toolgate/internal/upstream"
 	"github.com/toolgate/toolgate/internal/upstreamtools"
 )
@@ -100,18 +101,20 @@ func (t turn) relayServersOf(cats []serverCatalog) []relayServer {
 	for _, sc := range cats {
 		n, cat := sc.name, sc.cat
 		s := relayServer{name: n, caps: cat.Info.Capabilities, tools: t.Turn.Publishes(n), cat: cat}
+		// Only what the pins publish (docs/trust.md, "Resources and prompts").
+		g := t.a.trustFor(n).items.Load()
 		for _, r := range cat.Resources {
-			if uri, ok := stringMember(r, "uri"); ok && t.Turn.MayRead(resourceAccess(n, uri, "")) {
+			if uri, ok := stringMember(r, "uri"); ok && g.publishes(toolpin.KindResource, uri, r) && t.Turn.MayRead(resourceAccess(n, uri, "")) {
 				s.resources = append(s.resources, r)
 			}
 		}
 		for _, r := range cat.ResourceTemplates {
-			if tpl, ok := stringMember(r, "uriTemplate"); ok && t.Turn.MayRead(resourceAccess(n, tpl, "")) {
+			if tpl, ok := stringMember(r, "uriTemplate"); ok && g.publishes(toolpin.KindTemplate, tpl, r) && t.Turn.MayRead(resourceAccess(n, tpl, "")) {
 				s.templates = append(s.templates, r)
 			}
 		}
 		for _, p := range cat.Prompts {
-			if name, ok := stringMember(p, "name"); ok && t.Turn.MayRead(promptAccess(n, name, "")) {
+			if name, ok := stringMember(p, "name"); ok && g.publishes(toolpin.KindPrompt, name, p) && t.Turn.MayRead(promptAccess(n, name, "")) {
 				s.prompts = append(s.prompts, p)
 			}
 		}
@@ -198,8 +201,9 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri}
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, resourceAccess(s, uri, method)); ke != nil {
-			return nil, refusal(ke, &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri})
+		if err := t.authorizeItem(ctx, resourceAccess(s, uri, method), &jsonrpc.Error{Code: codeResourceNotFound, Message: "resource not found: " + uri},
+			func() error { return t.a.admitResource(servers, s, uri) }); err != nil {
+			return nil, err
 		}
 		if modern && method == mcpspec.MethodResourcesRead {
 			if res, ok, err := t.statelessRound(ctx, s, method, "resource:"+uri, nil, params, peer); ok {
@@ -216,8 +220,9 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, rpcwire.InvalidParams("unknown prompt: " + name)
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, promptAccess(s, name, method)); ke != nil {
-			return nil, refusal(ke, rpcwire.InvalidParams("unknown prompt: "+name))
+		if err := t.authorizeItem(ctx, promptAccess(s, name, method), rpcwire.InvalidParams("unknown prompt: "+name),
+			func() error { return t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name)) }); err != nil {
+			return nil, err
 		}
 		if modern {
 			args, _ := rpcwire.Member(params, "arguments")
@@ -245,8 +250,18 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 		if !found {
 			return nil, rpcwire.InvalidParams("completion/complete: unknown reference")
 		}
-		if ke := t.Turn.AuthorizeRead(ctx, acc); ke != nil {
-			return nil, refusal(ke, rpcwire.InvalidParams("completion/complete: unknown reference"))
+		admit := func() error {
+			if kind == "ref/prompt" {
+				name, _ := stringMember(ref, "name")
+				return t.a.admitItem(s, toolpin.KindPrompt, name, promptItem(servers, s, name))
+			}
+			if t.a.trustFor(s).items.Load().heldTemplates {
+				return quarantined(s, toolpin.KindTemplate, "template:*", "a resource template of the server is held")
+			}
+			return nil
+		}
+		if err := t.authorizeItem(ctx, acc, rpcwire.InvalidParams("completion/complete: unknown reference"), admit); err != nil {
+			return nil, err
 		}
 		return t.forward(ctx, s, method, fwd, peer)
 	case mcpspec.MethodLoggingSetLevel:
@@ -328,6 +343,23 @@ func (t turn) statelessRound(ctx context.Context, server, method, subject string
 	return r.Result, true, nil
 }
 
+// authorizeItem decides a relayed request for one item. A caller the grants let read it
+// is refused tool_quarantined while the item's definition is held (admit): nothing is
+// audited as allowed for a request that is not sent, and the hold itself was audited
+// when it was raised. Any other caller is decided and audited by AuthorizeRead, and
+// learns nothing of a hold (the item is unknown to it).
+func (t turn) authorizeItem(ctx context.Context, acc kernel.ItemAccess, notFound *jsonrpc.Error, admit func() error) error {
+	if t.Turn.MayRead(acc) {
+		if err := admit(); err != nil {
+			return err
+		}
+	}
+	if ke := t.Turn.AuthorizeRead(ctx, acc); ke != nil {
+		return refusal(ke, notFound)
+	}
+	return nil
+}
+
 // refusal is the error a refused read answers: audit_unavailable as an internal
 // error, anything else as notFound (an item the caller may not see is unknown to it).
 func refusal(ke *kernel.Error, notFound *jsonrpc.Error) error {
@@ -356,6 +388,26 @@ func listOf(member string, servers []relayServer, items func(relayServer) []json
 	return b.Bytes(), nil
 }
 
+// admitResource is nil when a read of uri on server s may be relayed: the resource
+// listing it is published, or, for a URI no resource of s lists (one a template
+// makes), no template of s is held.
+func (a *App) admitResource(servers []relayServer, s, uri string) error {
+	for _, rs := range servers {
+		if rs.name != s {
+			continue
+		}
+		for _, r := range rs.cat.Resources {
+			if u, _ := stringMember(r, "uri"); u == uri {
+				return a.admitItem(s, toolpin.KindResource, uri, r)
+			}
+		}
+	}
+	if a.trustFor(s).items.Load().heldTemplates {
+		return quarantined(s, toolpin.KindTemplate, "template:*", "a resource template of the server is held, and which one this URI comes from cannot be told")
+	}
+	return nil
+}
+
 // resourceServer is the server a URI belongs to: the first listing it, else the only
 // server with resource templates.
 func resourceServer(servers []relayServer, uri string) (string, bool) {
@@ -379,6 +431,21 @@ func templateServer(servers []relayServer, _ string) (string, bool) {
 		}
 	}
 	return name, n == 1
+}
+
+// promptItem is the definition server s lists for the prompt name, or nil.
+func promptItem(servers []relayServer, s, name string) json.RawMessage {
+	for _, rs := range servers {
+		if rs.name != s {
+			continue
+		}
+		for _, p := range rs.cat.Prompts {
+			if n, _ := stringMember(p, "name"); n == name {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 func promptServer(servers []relayServer, name string) (string, bool) {

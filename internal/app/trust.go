@@ -1,6 +1,7 @@
 package app
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -14,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/toolgate/toolgate/internal/audit"
 	"github.com/toolgate/toolgate/internal/host"
 	"github.com/toolgate/toolgate/internal/kernel"
@@ -56,6 +58,9 @@ type serverTrust struct {
 	// gate is what the last reconciliation decided, for the calls of turns opened
 	// before it: replaced whole each time, read per call.
 	gate atomic.Pointer[callGate]
+	// items is what it decided of the server's resources, templates and prompts, for
+	// the relay (passthrough.go): replaced whole each time, read per request.
+	items atomic.Pointer[itemGate]
 
 	mu       sync.Mutex // guards the fields below; never held across I/O
 	stored   string     // storedTrust right after the last reconciliation
@@ -74,6 +79,7 @@ func (a *App) trustFor(server string) *serverTrust {
 	if ts == nil {
 		ts = &serverTrust{findings: map[string]string{}}
 		ts.gate.Store(&callGate{})
+		ts.items.Store(&itemGate{})
 		a.ut.tr.servers[server] = ts
 	}
 	return ts
@@ -101,6 +107,95 @@ func (ts *serverTrust) admit(server string) func(raw string) error {
 		return kernel.Denied(kernel.CodeToolQuarantined, "server %q, tool %q: %s; the owner decides with `toolgate pins show|approve|reject %s`",
 			server, textscan.Escape(raw, 200), why, server).WithRetryable(false)
 	}
+}
+
+// itemGate is the set of pin names (toolpin.Kind.PinName) of a server's resources,
+// resource templates and prompts whose current definitions are published: the relay
+// lists only these, and refuses a read or get of any other item the server lists.
+type itemGate struct {
+	// published maps the pin name of each published item to the bytes it was listed
+	// with: an item whose bytes in the host's catalogue are not these (the catalogue
+	// moved on and has not been reconciled yet) is not relayed.
+	published map[string][]byte
+	why       map[string]string // pin name → why it is not published
+	// heldTemplates: some resource template of the server is not published, so a read
+	// of a URI no listed resource has (one a template would make) is refused: which
+	// template it came from cannot be told.
+	heldTemplates bool
+}
+
+// publishes reports whether raw, the item of kind k with this key as the host's
+// catalogue lists it now, is the one the pins published.
+func (g *itemGate) publishes(k toolpin.Kind, key string, raw json.RawMessage) bool {
+	p, ok := g.published[k.PinName(key)]
+	return ok && bytes.Equal(p, raw)
+}
+
+// admitItem is nil when the item of kind k with this key, listed now as raw, is
+// published, else the refusal of a read or get of it.
+func (a *App) admitItem(server string, k toolpin.Kind, key string, raw json.RawMessage) error {
+	g := a.trustFor(server).items.Load()
+	name := k.PinName(key)
+	if g.publishes(k, key, raw) {
+		return nil
+	}
+	why, ok := g.why[name]
+	if !ok {
+		why = "the server no longer lists a definition of it that toolgate can publish"
+	}
+	return quarantined(server, k, name, why)
+}
+
+// quarantined is the JSON-RPC error of a relayed request for a held item: the reason
+// code tool_quarantined (docs/reason-codes.md) in its data, as a tool call's refusal
+// carries it.
+func quarantined(server string, k toolpin.Kind, name, why string) error {
+	msg := fmt.Sprintf("%s: server %q, %s %q: %s; the owner decides with `toolgate pins show|approve|reject %s`",
+		kernel.CodeToolQuarantined, server, k.Name, textscan.Escape(name, 200), why, server)
+	data, _ := json.Marshal(map[string]any{"code": kernel.CodeToolQuarantined, "retryable": false})
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg, Data: data}
+}
+
+// itemKinds are the relayed catalogue's lists, each with its kind.
+func itemLists(cat host.Catalog) []struct {
+	kind  toolpin.Kind
+	items []json.RawMessage
+} {
+	return []struct {
+		kind  toolpin.Kind
+		items []json.RawMessage
+	}{{toolpin.KindResource, cat.Resources}, {toolpin.KindTemplate, cat.ResourceTemplates}, {toolpin.KindPrompt, cat.Prompts}}
+}
+
+// screenItems reconciles the server's resources, templates and prompts with their pins
+// (toolpin.ReconcileKind) and stores the item gate: their decisions and raised holds
+// are returned to be reported and audited with the tools'.
+func screenItems(ctx context.Context, st toolpin.Store, server string, cat host.Catalog, p toolpin.Policy, at time.Time, ts *serverTrust) ([]toolpin.Decision, []toolpin.Hold, error) {
+	g := &itemGate{published: map[string][]byte{}, why: map[string]string{}}
+	var decisions []toolpin.Decision
+	var raised []toolpin.Hold
+	for _, l := range itemLists(cat) {
+		// An empty list is reconciled too: the holds of items no longer listed go.
+		rep, err := toolpin.ReconcileKind(ctx, st, server, l.kind, l.items, p, at)
+		if err != nil {
+			return nil, nil, err
+		}
+		for i, d := range rep.Decisions {
+			switch {
+			case d.Verdict.Publish():
+				g.published[d.Tool] = l.items[i]
+			case d.Tool != "":
+				g.why[d.Tool] = d.Reason
+			}
+			if !d.Verdict.Publish() && l.kind.Prefix == toolpin.KindTemplate.Prefix {
+				g.heldTemplates = true
+			}
+		}
+		decisions = append(decisions, rep.Decisions...)
+		raised = append(raised, rep.Raised...)
+	}
+	ts.items.Store(g)
+	return decisions, raised, nil
 }
 
 // screened is a catalogue after the pins decided: what may be published, and how.
@@ -146,6 +241,7 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 			why[d] = "its definition could not be checked against its pin"
 		}
 		ts.gate.Store(&callGate{why: why})
+		ts.items.Store(&itemGate{heldTemplates: true})
 		ts.mu.Lock()
 		ts.stored = "" // the next resync tries again
 		ts.mu.Unlock()
@@ -167,7 +263,12 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 	}
 	tools, namespaces := others()
 	sc := textscan.New(textscan.Options{OtherTools: tools, OtherNamespaces: namespaces})
-	rep, err := toolpin.Reconcile(ctx, a.st, server, cat.Tools, toolpin.Policy{Mode: mode, HoldAt: holdAt, Scanner: sc}, time.Now().UTC())
+	policy, now := toolpin.Policy{Mode: mode, HoldAt: holdAt, Scanner: sc}, time.Now().UTC()
+	rep, err := toolpin.Reconcile(ctx, a.st, server, cat.Tools, policy, now)
+	if err != nil {
+		return fail(err)
+	}
+	itemDecisions, itemsRaised, err := screenItems(ctx, a.st, server, cat, policy, now, ts)
 	if err != nil {
 		return fail(err)
 	}
@@ -197,10 +298,13 @@ func (a *App) screen(server string, cat host.Catalog, ts *serverTrust, others fu
 	if err != nil {
 		stored = "" // the next resync reconciles again
 	}
+	// Details and the audit report the items with the tools.
+	all := &toolpin.Report{Server: server, Decisions: append(slices.Clip(rep.Decisions), itemDecisions...),
+		Raised: append(slices.Clip(rep.Raised), itemsRaised...), Vanished: rep.Vanished}
 	ts.mu.Lock()
-	ts.last, ts.policy, ts.stored = rep, pol, stored
+	ts.last, ts.policy, ts.stored = all, pol, stored
 	ts.mu.Unlock()
-	a.auditScreen(ctx, server, rep, ts)
+	a.auditScreen(ctx, server, all, ts)
 	return out
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/toolgate/toolgate/internal/canonjson"
@@ -50,6 +51,13 @@ func (r *Report) Published() []Decision {
 // (Store.DeleteHoldIf), so they converge on one pin and lose no quarantine (docs/trust.md,
 // "Across processes and restarts").
 func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMessage, p Policy, at time.Time) (*Report, error) {
+	return ReconcileKind(ctx, st, server, KindTool, tools, p, at)
+}
+
+// ReconcileKind is Reconcile for one listing of the items of kind k (ParseItem): only
+// the pins and holds of that kind are compared, cleared or reported vanished, so the
+// tools' reconciliation never touches a prompt's pin, nor the other way round.
+func ReconcileKind(ctx context.Context, st Store, server string, k Kind, tools []json.RawMessage, p Policy, at time.Time) (*Report, error) {
 	r := &Report{Server: server, Decisions: make([]Decision, len(tools))}
 	pins, err := st.Pins(ctx, server)
 	if err != nil {
@@ -59,6 +67,8 @@ func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMes
 	if err != nil {
 		return nil, fmt.Errorf("toolpin: holds of %s: %w", server, err)
 	}
+	pins = slices.DeleteFunc(pins, func(x Pin) bool { return !k.Owns(x.Tool) })
+	holds = slices.DeleteFunc(holds, func(x Hold) bool { return !k.Owns(x.Tool) })
 	pinOf := make(map[string]*Pin, len(pins))
 	for i := range pins {
 		pinOf[pins[i].Tool] = &pins[i]
@@ -71,7 +81,7 @@ func Reconcile(ctx context.Context, st Store, server string, tools []json.RawMes
 	defs := make([]*Definition, len(tools))
 	count := map[string]int{}
 	for i, raw := range tools {
-		def, err := Parse(server, raw)
+		def, err := ParseItem(server, k, raw)
 		if err != nil {
 			var pe *Error
 			name := ""

@@ -127,6 +127,9 @@ func FromValue(server string, v canonjson.Value) (Definition, error) {
 	if len(name) > MaxNameBytes {
 		return fail("the name is %d bytes, over the limit of %d", len(name), MaxNameBytes)
 	}
+	if p := reservedPrefix(name); p != "" {
+		return fail("a tool name cannot start with %q: that prefix names the pins of other items (docs/trust.md)", p)
+	}
 	for _, m := range []struct {
 		name string
 		kind canonjson.Kind
@@ -147,9 +150,12 @@ func FromValue(server string, v canonjson.Value) (Definition, error) {
 }
 
 // lookalikeMember returns the known member key impersonates, or "".
-func lookalikeMember(key string) string {
+func lookalikeMember(key string) string { return lookalikeOf(key, knownMembers) }
+
+// lookalikeOf returns the member of known that key impersonates, or "".
+func lookalikeOf(key string, known []string) string {
 	folded := strings.TrimSpace(textscan.Skeleton(key))
-	for _, k := range knownMembers {
+	for _, k := range known {
 		if key == k {
 			return ""
 		}
