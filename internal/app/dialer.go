@@ -136,10 +136,14 @@ func (d *upstreamDialer) dialStdio(ctx context.Context, name string, t *mcpconfi
 
 func (d *upstreamDialer) dialHTTP(ctx context.Context, cfg dialConfig, src mcpconfig.SecretSource, opts upstream.Options) (host.Session, error) {
 	t := &cfg.server.Transport
-	// The server's reach: loopback only when its URL names loopback, plain http only
-	// to loopback, the default denied ranges (metadata endpoints, …) never
-	// (docs/trust.md).
-	guard := netguard.NewGuard(netguard.Policy{}, d.resolver)
+	// The server's reach: its network member over netguard's defaults — loopback only
+	// when its URL names loopback, plain http only to loopback, the default denied
+	// ranges (metadata endpoints, …) never (docs/trust.md, "Reach").
+	pol, err := t.Network.Policy()
+	if err != nil {
+		return nil, fmt.Errorf("dialing %q: %w", cfg.server.Name, err)
+	}
+	guard := netguard.NewGuard(pol, d.resolver)
 	if _, err := netguard.ValidateURL(t.URL, guard.Policy()); err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", t.DisplayURL(), err)
 	}

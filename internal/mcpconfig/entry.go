@@ -66,6 +66,7 @@ var entryMembers = map[string]memberRule{
 	"includeTools":     {memberRefused, whyFilter},
 	"excludeTools":     {memberRefused, whyFilter},
 	"oauth":            {kind: memberRead},
+	"network":          {kind: memberRead},
 	"authProviderType": {memberRefused, whyOAuth},
 	"pin":              {memberRefused, "is reserved for catalogue pinning, which this version does not support"},
 }
@@ -293,7 +294,7 @@ func (p *entryParser) transport(obj map[string]any, t *Transport) {
 		p.errorf(pathMember(p.path, "httpUrl"), `is Gemini CLI's Streamable HTTP URL, but the type is "sse": use url`)
 	}
 	if t.Kind == Stdio {
-		for _, k := range append(urlKeys, "headers", "oauth") {
+		for _, k := range append(urlKeys, "headers", "oauth", "network") {
 			if _, ok := field(obj, k); ok {
 				p.errorf(pathMember(p.path, k), "is only for HTTP servers, and this one is a stdio server")
 			}
@@ -312,6 +313,7 @@ func (p *entryParser) transport(obj map[string]any, t *Transport) {
 	}
 	p.remote(obj, urlKeys[0], t)
 	p.oauth(obj, t)
+	p.network(obj, t)
 }
 
 // value checks one string that may hold references and resolves them. It reports

@@ -35,6 +35,8 @@ type fpDoc struct {
 	Required  bool      `json:"required"`
 	// OAuth is absent without an oauth member, so older fingerprints stay as they were.
 	OAuth *fpOAuth `json:"oauth,omitempty"`
+	// Network likewise: a changed reach policy changes what the server may be sent to.
+	Network *Network `json:"network,omitempty"`
 }
 
 type fpOAuth struct {
@@ -66,6 +68,7 @@ func (s *Server) Fingerprint() string {
 		doc.OAuth = &fpOAuth{Disabled: o.Disabled, Grant: o.Grant, ClientID: o.ClientID, ClientSecret: o.ClientSecret.Digest,
 			PrivateKey: o.PrivateKey.Digest, Issuer: o.Issuer, Scopes: o.Scopes, ClientMetadataURL: o.ClientMetadataURL}
 	}
+	doc.Network = t.Network
 	for _, a := range t.Args {
 		if a.Secret != "" {
 			doc.Args = append(doc.Args, fpArg{Digest: a.Digest})

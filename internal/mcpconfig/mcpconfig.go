@@ -88,6 +88,8 @@ type Transport struct {
 	// OAuth configures the sign-in of a remote server; nil is the default (discovery
 	// and dynamic registration at the first 401). HTTP and SSE only.
 	OAuth *OAuth `json:"oauth,omitempty"`
+	// Network is the server's reach policy; nil is netguard's default.
+	Network *Network `json:"network,omitempty"`
 }
 
 // Arg is one command-line argument: a literal Value, or a secret named Secret (then
