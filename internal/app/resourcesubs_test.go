@@ -1,8 +1,12 @@
 package app_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -284,3 +288,93 @@ func TestResourceSubscriptionCap(t *testing.T) {
 }
 
 func itoa(i int) string { b, _ := json.Marshal(i); return string(b) }
+
+// TestResourceUpdatesOverTheGetStream: toolgate serve's handler over an App. A
+// session that subscribed and opened its GET stream is told
+// notifications/resources/updated there; its DELETE unsubscribes the upstream.
+func TestResourceUpdatesOverTheGetStream(t *testing.T) {
+	w, rec := updatesWorld(t)
+	const uri = "fixture://readme"
+	grantResources(t, w, "alice", "")
+	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
+		Authenticate: func(string, bool) (string, bool) { return "alice", true },
+		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {
+			return w.a.OpenTurn(ctx, app.TurnRequest{Principal: principal, Transport: "http"})
+		}})
+	defer h.Close()
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	url := srv.URL + "/mcp"
+	do := func(method, sid, body string) (*http.Response, string) {
+		req, _ := http.NewRequest(method, url, strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if sid != "" {
+			req.Header.Set("Mcp-Session-Id", sid)
+			req.Header.Set("MCP-Protocol-Version", "2025-11-25")
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res, string(b)
+	}
+	res, init := do(http.MethodPost, "", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`)
+	if !strings.Contains(init, `"subscribe":true`) {
+		t.Fatalf("initialize: %s", init)
+	}
+	sid := res.Header.Get("Mcp-Session-Id")
+	do(http.MethodPost, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+	if _, body := do(http.MethodPost, sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`); !strings.Contains(body, `"result":{}`) {
+		t.Fatalf("subscribe: %s", body)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %v %v", stream, err)
+	}
+	defer stream.Body.Close()
+	br := bufio.NewReader(stream.Body)
+	// The stream is open once its first bytes came; an update sent before the
+	// watch starts is not told (no backlog), so send until one is.
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		for {
+			l, err := br.ReadString('\n')
+			if err != nil {
+				return
+			}
+			lines <- l
+		}
+	}()
+	deadline := time.After(10 * time.Second)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for got := false; !got; {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended before the update")
+			}
+			if d, ok := strings.CutPrefix(l, "data: "); ok {
+				if strings.TrimSpace(d) != `{"jsonrpc":"2.0","method":"notifications/resources/updated","params":{"uri":"`+uri+`"}}` {
+					t.Fatalf("event %s", d)
+				}
+				got = true
+			}
+		case <-tick.C:
+			sendUpdates(t, w, uri, 1)
+		case <-deadline:
+			t.Fatal("no update on the GET stream")
+		}
+	}
+	if res, _ := do(http.MethodDelete, sid, ""); res.StatusCode/100 != 2 {
+		t.Fatalf("DELETE: %d", res.StatusCode)
+	}
+	waitUpstreamSaw(t, rec, "resources/unsubscribe", uri, 1)
+}
