@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"io"
@@ -76,12 +75,18 @@ func (c *told) count(uri string) int {
 // waitFor waits until the session is told uri.
 func (c *told) waitFor(t *testing.T, who, uri string) {
 	t.Helper()
+	c.waitCount(t, who, uri, 1)
+}
+
+// waitCount waits until the session was told uri n times.
+func (c *told) waitCount(t *testing.T, who, uri string, n int) {
+	t.Helper()
 	deadline := time.After(10 * time.Second)
-	for c.count(uri) == 0 {
+	for c.count(uri) < n {
 		select {
 		case <-c.got:
 		case <-deadline:
-			t.Fatalf("%s was never told %s updated", who, uri)
+			t.Fatalf("%s was told %s updated %d times, want %d", who, uri, c.count(uri), n)
 		}
 	}
 }
@@ -186,11 +191,9 @@ func TestResourceUpdatesReachSubscribers(t *testing.T) {
 		t.Errorf("one of two subscribers unsubscribing unsubscribed upstream (%d)", n)
 	}
 	before := at.count(uri)
+	bobBefore := bt.count(uri)
 	sendUpdates(t, w, uri, 1)
-	bt.waitFor(t, "bob", uri)
-	for bt.count(uri) < 2 {
-		<-bt.got
-	}
+	bt.waitCount(t, "bob", uri, bobBefore+1)
 	if at.count(uri) != before {
 		t.Errorf("alice was told after unsubscribing")
 	}
@@ -250,12 +253,14 @@ func TestResourceUpdatesFollowGrants(t *testing.T) {
 	if err := w.a.Store().RemoveGrant(context.Background(), g.ID); err != nil {
 		t.Fatal(err)
 	}
-	before := bt.count(sentinel)
+	before, aliceBefore := bt.count(sentinel), at.count(sentinel)
 	sendUpdates(t, w, sentinel, 1)
-	at.waitFor(t, "alice", sentinel)
-	for at.count(sentinel) < 2 {
-		<-at.got
-	}
+	at.waitCount(t, "alice", sentinel, aliceBefore+1)
+	// One pass at a time: once alice is told of a later update, the pass that
+	// decided bob's is over.
+	floodBefore := at.count(flood)
+	sendUpdates(t, w, flood, 1)
+	at.waitCount(t, "alice", flood, floodBefore+1)
 	if bt.count(sentinel) != before {
 		t.Errorf("bob was told after his grant was revoked")
 	}
@@ -330,15 +335,8 @@ func TestResourceUpdatesOverTheGetStream(t *testing.T) {
 	if _, body := do(http.MethodPost, sid, `{"jsonrpc":"2.0","id":2,"method":"resources/subscribe","params":{"uri":"`+uri+`"}}`); !strings.Contains(body, `"result":{}`) {
 		t.Fatalf("subscribe: %s", body)
 	}
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("GET: %v %v", stream, err)
-	}
-	defer stream.Body.Close()
-	br := bufio.NewReader(stream.Body)
+	br, closeStream := openGetStream(t, url, sid)
+	defer closeStream()
 	// The stream is open once its first bytes came; an update sent before the
 	// watch starts is not told (no backlog), so send until one is.
 	lines := make(chan string)
