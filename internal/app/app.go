@@ -152,6 +152,7 @@ type App struct {
 	ut     upstreamTools // the upstream servers' tools (upstreamtools.go)
 	bnotes bindingNotes  // when each upstream tool's use was last recorded (bindings.go)
 	cl     clients       // the open turns (clients.go)
+	rsubs  resourceSubs  // the sessions' resource subscriptions (resourcesubs.go)
 	// The upstream servers (upstreams.go): the keystore their secrets are sealed in,
 	// the dialer the host uses when this process hosts, the data directory's servers
 	// as this process reaches them, and what hands them to the kernel side.
@@ -598,6 +599,7 @@ func (a *App) Close() error {
 	if a.stopWatch != nil {
 		a.stopWatch()
 	}
+	a.rsubs.wg.Wait() // closed turns' unsubscribes, while the upstreams still run
 	uerr := a.closeUpstreams()
 	return errors.Join(uerr, a.st.Close())
 }

@@ -37,6 +37,9 @@ type clientEntry struct {
 	// upstream is set once the turn called an upstream server's tool: its close ends
 	// the connections a server of "session" isolation opened for it.
 	upstream atomic.Bool
+	// closed is set when the turn closes: it takes no subscription after
+	// (resourcesubs.go).
+	closed atomic.Bool
 
 	mu      sync.Mutex
 	version string
@@ -131,12 +134,15 @@ func (t turn) NoteClient(version string, info json.RawMessage) {
 // endSessionTimeout bounds telling the host that a turn's session ended.
 const endSessionTimeout = 5 * time.Second
 
-// Close ends the turn and drops it from the open turns. If the turn called an
+// Close ends the turn and drops it from the open turns and its resource
+// subscriptions (the upstream is unsubscribed from those it held last). If the turn called an
 // upstream server, the host is told its session ended (hostrelay EndSession: a
 // server of "session" isolation stops the process it started for this turn); that
 // runs on its own, since over the relay it is a request.
 func (t turn) Close() error {
 	if t.cl != nil {
+		t.cl.closed.Store(true)
+		t.a.endSubscriptions(t.cl.id)
 		t.a.cl.remove(t.cl.id)
 		if up := t.a.ut.up; up != nil && t.cl.upstream.Swap(false) {
 			id := t.cl.id

@@ -199,14 +199,8 @@ func TestListChangedOverTheGetStream(t *testing.T) {
 		t.Fatalf("initialize: %s", init)
 	}
 	sid := res.Header.Get("Mcp-Session-Id")
-	req, _ := http.NewRequest(http.MethodGet, url, nil)
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Mcp-Session-Id", sid)
-	stream, err := http.DefaultClient.Do(req)
-	if err != nil || stream.StatusCode != http.StatusOK {
-		t.Fatalf("GET: %v %v", stream, err)
-	}
-	defer stream.Body.Close()
+	br, closeStream := openGetStream(t, url, sid)
+	defer closeStream()
 	other, err := store.Open(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +209,6 @@ func TestListChangedOverTheGetStream(t *testing.T) {
 	if err := other.RemoveGrant(ctx, g.ID); err != nil {
 		t.Fatal(err)
 	}
-	br := bufio.NewReader(stream.Body)
 	for {
 		line, err := br.ReadString('\n')
 		if err != nil {
@@ -231,4 +224,18 @@ func TestListChangedOverTheGetStream(t *testing.T) {
 	if res, body := post(sid, `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`); res.StatusCode != http.StatusNotFound {
 		t.Errorf("the notified session's next request: %d %s", res.StatusCode, body)
 	}
+}
+
+// openGetStream opens session sid's GET stream on the handler at url; the caller
+// closes it before the server (whose Close waits for open requests).
+func openGetStream(t *testing.T, url, sid string) (*bufio.Reader, func() error) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Mcp-Session-Id", sid)
+	stream, err := http.DefaultClient.Do(req)
+	if err != nil || stream.StatusCode != http.StatusOK {
+		t.Fatalf("GET: %v %v", stream, err)
+	}
+	return bufio.NewReader(stream.Body), stream.Body.Close
 }

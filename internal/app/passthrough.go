@@ -205,10 +205,15 @@ func (t turn) Relay(ctx context.Context, method string, params json.RawMessage, 
 			func() error { return t.a.admitResource(servers, s, uri) }); err != nil {
 			return nil, err
 		}
-		if modern && method == mcpspec.MethodResourcesRead {
+		switch {
+		case modern && method == mcpspec.MethodResourcesRead:
 			if res, ok, err := t.statelessRound(ctx, s, method, "resource:"+uri, nil, params, peer); ok {
 				return res, err
 			}
+		case method == mcpspec.MethodResourcesSubscribe:
+			return t.subscribe(ctx, s, uri, fwd, peer)
+		case method == mcpspec.MethodResourcesUnsubscribe:
+			return t.unsubscribe(ctx, s, uri, fwd, peer)
 		}
 		return t.forward(ctx, s, method, fwd, peer)
 	case mcpspec.MethodPromptsGet:

@@ -152,7 +152,7 @@ func (a *App) newHost(ctx context.Context, obs host.Observer) (*host.Host, error
 		return nil, err
 	}
 	o := host.Options{Dialer: a.dialer, Observer: snapshotObserver{next: obs, a: a}, Catalogs: catalogStore{a.st},
-		Logger: a.log, Servers: defs}
+		Logger: a.log, Servers: defs, Notifications: a.UpstreamNotification}
 	if a.opts.HostOptions != nil {
 		a.opts.HostOptions(&o)
 	}

@@ -1,6 +1,7 @@
 package host
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -20,6 +21,12 @@ type Options struct {
 	Logger *slog.Logger
 	// Servers are installed by New, as by Install (required ones start at once).
 	Servers []Definition
+	// Notifications receives what an upstream tells its client outside any call and
+	// outside the catalogue (notifications/resources/updated, …): the server, the
+	// caller session of the connection ("" for a shared one), the method and params.
+	// It is called on the connection's notification goroutine and must return at
+	// once; nil drops them (docs/host.md, "Resource updates").
+	Notifications func(server, sessionKey, method string, params json.RawMessage)
 
 	// IdleTimeout stops a shared connection after this long with no call in flight and
 	// none finished (default 10 min; negative: never). Activity is checked every

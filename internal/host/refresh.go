@@ -58,6 +58,9 @@ func (c *conn) notify(method string, params json.RawMessage) {
 	}
 	k := listChangedKinds(method)
 	if k == 0 {
+		if fn := c.r.h.opts.Notifications; fn != nil {
+			fn(c.r.name, c.s.key, method, params)
+		}
 		return
 	}
 	r := c.r

@@ -89,7 +89,9 @@ type outbox struct {
 	mu      sync.Mutex
 	open    bool
 	pending ListKind
-	wake    chan struct{} // capacity 1: a change is waiting
+	uris    map[string]struct{} // resource updates still to write (resourcewatch.go)
+	order   []string            // the same, in the order they came
+	wake    chan struct{}       // capacity 1: a change is waiting
 }
 
 // claim opens the session's one stream; false when one is open.
@@ -99,7 +101,7 @@ func (o *outbox) claim() bool {
 	if o.open {
 		return false
 	}
-	o.open, o.pending = true, 0
+	o.open, o.pending, o.uris, o.order = true, 0, nil, nil
 	if o.wake == nil {
 		o.wake = make(chan struct{}, 1)
 	}
@@ -108,7 +110,7 @@ func (o *outbox) claim() bool {
 
 func (o *outbox) unclaim() {
 	o.mu.Lock()
-	o.open, o.pending = false, 0
+	o.open, o.pending, o.uris, o.order = false, 0, nil, nil
 	o.mu.Unlock()
 }
 
@@ -167,6 +169,7 @@ func (c *httpCore) serveGet(w *trackingWriter, r *http.Request, principal string
 			defer stop()
 		}
 	}
+	defer watchResources(sess.turn, &sess.out)()
 	var tick <-chan time.Time
 	if c.keepAlive > 0 {
 		t := time.NewTicker(c.keepAlive)
@@ -189,6 +192,9 @@ func (c *httpCore) serveGet(w *trackingWriter, r *http.Request, principal string
 				if k&n.kind != 0 && stream.send(n.msg) != nil {
 					return
 				}
+			}
+			if !writeUpdates(&sess.out, stream.send) {
+				return
 			}
 		}
 	}

@@ -8,7 +8,8 @@ import "context"
 const stdioLists = ResourcesList | PromptsList
 
 // watchStdio tells a stdio connection the changes of its lists as notification
-// lines, once it is initialized, until ctx ends; the returned wait returns once
+// lines, and the updates of the resources it subscribed to (resourcewatch.go),
+// once it is initialized, until ctx ends; the returned wait returns once
 // nothing more is written. Changes are coalesced bits (outbox), so a client that
 // does not read stdout holds one blocked write, nothing that grows.
 func watchStdio(ctx context.Context, c *conn, write func([]byte) error) (wait func()) {
@@ -20,10 +21,12 @@ func watchStdio(ctx context.Context, c *conn, write func([]byte) error) (wait fu
 	var out outbox
 	out.claim()
 	stop := lw.WatchLists(stdioLists, out.post)
+	stopRes := watchResources(c.turn, &out)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		defer stop()
+		defer stopRes()
 		for {
 			select {
 			case <-ctx.Done():
@@ -31,12 +34,16 @@ func watchStdio(ctx context.Context, c *conn, write func([]byte) error) (wait fu
 			case <-out.wake:
 				k := out.take()
 				if !c.isInitialized() {
+					out.takeURIs()
 					continue // nothing was listed yet: nothing changed for the client
 				}
 				for _, n := range listNotifications {
 					if k&n.kind != 0 && write(n.msg) != nil {
 						return
 					}
+				}
+				if !writeUpdates(&out, write) {
+					return
 				}
 			}
 		}
