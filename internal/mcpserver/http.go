@@ -377,6 +377,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 			cancel()
 			c.dropped(err)
 		})
+		defer stream.end()
 		peer = peerFunc{c: sess.conn, send: stream.send}
 		if run.pending() {
 			// A request will be answered, so the answer is 200 text/event-stream
@@ -489,6 +490,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 	var stream *sseStream
 	if acceptsSSE(r) && m.IsRequest() {
 		stream = newSSEStream(w, "", nil)
+		defer stream.end()
 		peer = peerFunc{c: cn, send: stream.send}
 	}
 	answer, rpcErr, err := cn.handleCode(ctx, m, peer, true)
