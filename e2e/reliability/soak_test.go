@@ -91,7 +91,9 @@ func slope(at []time.Duration, kib []int) float64 {
 // without the npm peers) — call a local tool (local.read_file) and the upstream's
 // tools (fx.echo, fx.sleep, fx.progress) for TOOLGATE_SOAK (default 60 s). Every 2 s
 // the upstream gets a fault in turn: it dies (fx.crash, SIGKILL) and is restarted;
-// it hangs for 3 s (SIGSTOP, or fx.stall: nothing written at all); it floods
+// it hangs (SIGSTOP for 3 s; fx.stall, nothing written at all, for 3 s or for ever:
+// its calls then end at the 5 s callTimeout and the unanswered ping that follows
+// restarts it); it floods
 // (20,000 log notifications in a call, 4 MiB on stderr, a 4 MiB answer). Go SDK
 // clients abandon 5 % of calls mid-flight (fx.sleep, or fx.hang, which only the
 // client ends: a cancelled context, which sends notifications/cancelled, or the
@@ -112,7 +114,9 @@ func TestSoak(t *testing.T) {
 		dur = d
 	}
 	docCodes := documentedCodes(t)
-	r := newRig(t, "-faults") // fx.stall
+	// fx.stall is a -faults tool; the call timeout bounds a call to a hung upstream
+	// (docs/mcp-config.md, "Call timeout").
+	r := newRigWith(t, map[string]any{"callTimeout": "5s"}, "-faults")
 	r.tg(t, "grant", "add", "--principal", "default", "--tool", "local.read_file", "--action", "read")
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.MkdirAll(ws, 0o755)
@@ -197,7 +201,8 @@ func TestSoak(t *testing.T) {
 					t.Errorf("toolgate restart fx: %d %s", code, errs)
 				}
 			case 1: // hang
-				if round%2 == 0 {
+				switch round % 3 {
+				case 0: // frozen for 3 s
 					for _, p := range pids {
 						syscall.Kill(p, syscall.SIGSTOP)
 					}
@@ -205,8 +210,10 @@ func TestSoak(t *testing.T) {
 					for _, p := range pids {
 						syscall.Kill(p, syscall.SIGCONT)
 					}
-				} else {
+				case 1: // alive, writing nothing for 3 s
 					chaosCall("fx.stall", `{"ms":3000}`)
+				case 2: // writing nothing ever again: the call timeout answers the calls and the unanswered ping restarts it
+					chaosCall("fx.stall", `{}`)
 				}
 				hangs++
 			case 3: // flood
@@ -421,7 +428,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	// Errors: each a documented code that this run's faults explain.
-	explained := map[string]bool{"upstream_crashed": true, "upstream_unavailable": true, "cancelled": true}
+	explained := map[string]bool{"upstream_crashed": true, "upstream_unavailable": true, "cancelled": true, "upstream_timeout": true}
 	for tool, m := range y.codes {
 		for code, n := range m {
 			if !docCodes[code] {
