@@ -3,6 +3,7 @@ package reliability
 import (
 	"context"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,19 +19,23 @@ import (
 //  2. a process that answers nothing at all (fx.stall without ms: no answer, no
 //     ping): the call is answered upstream_timeout, and the ping that follows goes
 //     unanswered, so the process is restarted — the stalled one is gone, a new one
-//     answers — without waiting for three periodic pings (30 s apart).
+//     answers — without waiting for three periodic pings (30 s apart);
+//  3. a process frozen by SIGSTOP for good: the same, and the stopped process is
+//     gone.
 //
 // The other server answers throughout.
 func TestUpstreamNeverAnswersTimesOut(t *testing.T) {
 	f := newFaultRigWith(t, map[string]any{"callTimeout": "2s"})
 	pid := f.onlyFixture(t)
+	calls := 0
 	call := func(tool string) outcome {
 		t.Helper()
 		// The client's own bound is far past the call timeout: without the deadline
 		// the call would fail here rather than hang the test.
 		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 		defer cancel()
-		s := &session{url: f.s.url, token: f.s.token, id: f.s.id, next: 5000 + len(tool)}
+		calls++
+		s := &session{url: f.s.url, token: f.s.token, id: f.s.id, next: 5000 + 10*calls}
 		done := make(chan struct{})
 		var o outcome
 		var err error
@@ -83,6 +88,27 @@ func TestUpstreamNeverAnswersTimesOut(t *testing.T) {
 	}
 	echoOK(t, f.s, "after the restart")
 	f.okEcho(t, "after the restart")
+
+	// 3. The process is frozen (SIGSTOP) for good: the same, and the stopped process
+	// (which cannot act on SIGTERM) is gone too.
+	pid = f.onlyFixture(t)
+	syscall.Kill(pid, syscall.SIGSTOP)
+	if o := call("fx.echo"); o.code != "upstream_timeout" {
+		t.Fatalf("fx.echo to a stopped process answered %+v, want upstream_timeout", o)
+	}
+	deadline = time.Now().Add(40 * time.Second)
+	for {
+		pids := upstreamtest.Processes(t, f.marker)
+		if len(pids) == 1 && pids[0] != pid {
+			t.Logf("the stopped fixture %d was replaced by %d", pid, pids[0])
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("fixture processes %v: the stopped %d was not replaced", pids, pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	echoOK(t, f.s, "after the second restart")
 }
 
 // waitOutcome waits until tool's one outcome event is want ("failed/CODE").

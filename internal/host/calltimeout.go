@@ -71,8 +71,12 @@ func (dl *callDeadline) fire() {
 func (dl *callDeadline) pause() {
 	dl.mu.Lock()
 	defer dl.mu.Unlock()
-	if dl.asking++; dl.asking == 1 && !dl.fired && dl.t.Stop() {
-		dl.left -= time.Since(dl.started)
+	if dl.asking++; dl.asking == 1 && !dl.fired {
+		if dl.t.Stop() {
+			dl.left -= time.Since(dl.started)
+		} else {
+			dl.left = 0 // it ran out as the request began: fire waits for the answer
+		}
 	}
 }
 
@@ -126,8 +130,8 @@ func (r *runtime) probe(c *conn, d time.Duration) {
 	ctx, cancel := context.WithTimeout(r.h.ctx, r.h.opts.Health.Timeout)
 	err := c.sess.Ping(ctx)
 	cancel()
-	if err == nil || errors.Is(err, ErrAuthRequired) {
-		return // it answers: the periodic pings judge it as before
+	if err == nil || errors.Is(err, ErrAuthRequired) || r.h.ctx.Err() != nil {
+		return // it answers (the periodic pings judge it as before), or the host is shutting down
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
