@@ -62,7 +62,7 @@ func TestUpstreamNeverAnswersTimesOut(t *testing.T) {
 	}
 	f.waitOutcome(t, "fx.hang", "failed/upstream_timeout")
 	o, err := f.s.call("fx.cancellations", `{}`)
-	if err != nil || o.code != "" || !strings.Contains(o.text, `"what":"tools/call:hang"`) {
+	if err != nil || o.code != "" || !strings.Contains(o.text, `"what":"tools/call:hang","reason":"timed out"`) {
 		t.Fatalf("fx.cancellations: %+v %v; want notifications/cancelled for the hang", o, err)
 	}
 	echoOK(t, f.s, "after the timeout")
