@@ -25,7 +25,13 @@ type faultRig struct {
 
 func newFaultRig(t *testing.T) *faultRig {
 	t.Helper()
-	f := &faultRig{rig: newRig(t, "-faults"), okMarker: upstreamtest.Marker(t)}
+	return newFaultRigWith(t, nil)
+}
+
+// newFaultRigWith is newFaultRig with more members in fx's entry.
+func newFaultRigWith(t *testing.T, members map[string]any) *faultRig {
+	t.Helper()
+	f := &faultRig{rig: newRigWith(t, members, "-faults"), okMarker: upstreamtest.Marker(t)}
 	f.addServer(t, "ok", f.okMarker)
 	srv := f.serve(t)
 	f.pid = srv.Cmd.Process.Pid
@@ -104,9 +110,8 @@ func TestUpstreamHugeLine(t *testing.T) {
 	f.okEcho(t, "after huge")
 }
 
-// An upstream that never answers: the call waits (toolgate sets no deadline on an
-// upstream call) until its caller ends it — by notifications/cancelled, or by
-// disconnecting. Either way notifications/cancelled reaches the upstream, the call is
+// An upstream that never answers, ended by its caller before the call timeout
+// (the default, 60 s) — by notifications/cancelled, or by disconnecting. Either way notifications/cancelled reaches the upstream, the call is
 // audited cancelled after its allowed event, the upstream keeps running (it is
 // healthy: it answers everything else), and the other server answers throughout.
 func TestUpstreamNeverAnswers(t *testing.T) {

@@ -27,13 +27,21 @@ type rig struct {
 
 func newRig(t *testing.T, fixtureArgs ...string) *rig {
 	t.Helper()
+	return newRigWith(t, nil, fixtureArgs...)
+}
+
+// newRigWith is newRig with more members in fx's entry (callTimeout …).
+func newRigWith(t *testing.T, members map[string]any, fixtureArgs ...string) *rig {
+	t.Helper()
 	r := &rig{data: testenv.PrivateDir(t), marker: upstreamtest.Marker(t), tmp: t.TempDir()}
 	fixture := upstreamtest.Fixture(t)
 	testenv.Binary(t) // both built before TMPDIR points at the rig's own
 	t.Setenv("TMPDIR", r.tmp)
-	doc := map[string]any{"mcpServers": map[string]any{"fx": map[string]any{
-		"command": fixture, "args": append([]string{"-marker", r.marker}, fixtureArgs...),
-	}}}
+	entry := map[string]any{"command": fixture, "args": append([]string{"-marker", r.marker}, fixtureArgs...)}
+	for k, v := range members {
+		entry[k] = v
+	}
+	doc := map[string]any{"mcpServers": map[string]any{"fx": entry}}
 	b, _ := json.Marshal(doc)
 	cfg := filepath.Join(t.TempDir(), "mcp.json")
 	if err := os.WriteFile(cfg, b, 0o600); err != nil {
@@ -205,6 +213,11 @@ func (s *session) call(name, args string) (outcome, error) {
 	if err != nil {
 		return outcome{}, err
 	}
+	return parseOutcome(res)
+}
+
+// parseOutcome reads a tools/call result.
+func parseOutcome(res json.RawMessage) (outcome, error) {
 	var r struct {
 		Content []struct{ Text string }
 		IsError bool

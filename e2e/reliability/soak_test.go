@@ -84,18 +84,26 @@ func slope(at []time.Duration, kib []int) float64 {
 	return 0
 }
 
-// TestSoak: ten client sessions (eight Go SDK and two TypeScript SDK ones, or ten Go
-// SDK ones without the npm peers) call a local tool (local.read_file) and an
-// upstream's tools (fx.echo, fx.sleep) for TOOLGATE_SOAK (default 60 s) while the
-// upstream is crashed on a call or SIGKILLed and restarted every 2 s, and clients
-// abandon calls mid-flight (a cancelled context, which sends notifications/cancelled,
-// or the session closed under the call) and reconnect. Counted at the end: no
-// process left (argv marker, process groups); serve's RSS sampled every second and
-// its slope reported; every answer either a result or a documented reason code, and
-// only the ones the faults explain; and the audit trail agrees with what the clients
-// saw — every allowed call has at most one outcome, each failure seen by a client is
-// an outcome event with its code, and the successes are exactly the allowed calls
-// without an outcome, give or take the abandoned ones.
+// TestSoak: ten client sessions — six Go SDK ones (three on the stateless
+// 2026-07-28 revision, three on 2025-06-18 sessions), two raw Streamable HTTP
+// clients whose fx.progress answers stream as SSE and which close the TCP
+// connection mid-stream half the time, and two TypeScript SDK ones (Go SDK ones
+// without the npm peers) — call a local tool (local.read_file) and the upstream's
+// tools (fx.echo, fx.sleep, fx.progress) for TOOLGATE_SOAK (default 60 s). Every 2 s
+// the upstream gets a fault in turn: it dies (fx.crash, SIGKILL) and is restarted;
+// it hangs (SIGSTOP for 3 s; fx.stall, nothing written at all, for 3 s or for ever:
+// its calls then end at the 5 s callTimeout and the unanswered ping that follows
+// restarts it); it floods
+// (20,000 log notifications in a call, 4 MiB on stderr, a 4 MiB answer). Go SDK
+// clients abandon 5 % of calls mid-flight (fx.sleep, or fx.hang, which only the
+// client ends: a cancelled context, which sends notifications/cancelled, or the
+// session closed under the call) and reconnect. Counted at the end: no process
+// left (argv marker, process groups); serve's RSS sampled every second and its
+// slope reported; every answer either a result or a documented reason code, and
+// only the ones the faults explain; and the audit trail agrees with what the
+// clients saw — every allowed call has at most one outcome, each failure seen by a
+// client is an outcome event with its code, and the successes are exactly the
+// allowed calls without an outcome, give or take the abandoned ones.
 func TestSoak(t *testing.T) {
 	dur := 60 * time.Second
 	if v := os.Getenv("TOOLGATE_SOAK"); v != "" {
@@ -106,7 +114,9 @@ func TestSoak(t *testing.T) {
 		dur = d
 	}
 	docCodes := documentedCodes(t)
-	r := newRig(t)
+	// fx.stall is a -faults tool; the call timeout bounds a call to a hung upstream
+	// (docs/mcp-config.md, "Call timeout").
+	r := newRigWith(t, map[string]any{"callTimeout": "5s"}, "-faults")
 	r.tg(t, "grant", "add", "--principal", "default", "--tool", "local.read_file", "--action", "read")
 	ws := filepath.Join(t.TempDir(), "ws")
 	os.MkdirAll(ws, 0o755)
@@ -137,15 +147,34 @@ func TestSoak(t *testing.T) {
 		}
 	}()
 
-	// Chaos: every 2 s the upstream dies (a crashing call, or SIGKILL) and is restarted.
+	// Chaos: every 2 s a fault, in turn: the upstream dies (a crashing call, or
+	// SIGKILL) and is restarted (`toolgate restart fx`); it hangs for 3 s (SIGSTOP
+	// then SIGCONT, or fx.stall: alive but writing nothing, not even a ping's
+	// answer); it floods (20,000 log notifications in one call, 4 MiB on stderr, or
+	// a 4 MiB answer). A hang or a flood is survived without a restart.
 	pgids := map[int]bool{}
 	var pgMu sync.Mutex
-	crashes := 0
+	var deaths, hangs, floods int
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
 		cs := &session{url: srv.URL, token: r.token}
 		cs.open()
+		chaosCall := func(tool, args string) {
+			o, err := cs.call(tool, args)
+			if errors.Is(err, errGone) {
+				cs = &session{url: srv.URL, token: r.token}
+				cs.open()
+				o, err = cs.call(tool, args)
+			}
+			if err != nil {
+				y.mu.Lock()
+				y.transport = append(y.transport, tool+": "+err.Error())
+				y.mu.Unlock()
+				return
+			}
+			y.add(tool, o.code)
+		}
 		for i := 0; ctx.Err() == nil; i++ {
 			select {
 			case <-ctx.Done():
@@ -158,32 +187,60 @@ func TestSoak(t *testing.T) {
 				pgids[pgidOf(p)] = true
 			}
 			pgMu.Unlock()
-			if i%2 == 0 {
-				if o, err := cs.call("fx.crash", `{}`); err == nil {
-					y.add("fx.crash", o.code)
+			switch round := i / 4; i % 4 {
+			case 0, 2: // death
+				if i%4 == 0 {
+					chaosCall("fx.crash", `{}`)
 				} else {
-					y.mu.Lock()
-					y.transport = append(y.transport, "fx.crash: "+err.Error())
-					y.mu.Unlock()
+					for _, p := range pids {
+						syscall.Kill(p, syscall.SIGKILL)
+					}
 				}
-			} else {
-				for _, p := range pids {
-					syscall.Kill(p, syscall.SIGKILL)
+				deaths++
+				if _, errs, code := testenv.Run(t, r.data, "restart", "fx"); code != 0 {
+					t.Errorf("toolgate restart fx: %d %s", code, errs)
 				}
-			}
-			crashes++
-			if _, errs, code := testenv.Run(t, r.data, "restart", "fx"); code != 0 {
-				t.Errorf("toolgate restart fx: %d %s", code, errs)
+			case 1: // hang
+				switch round % 3 {
+				case 0: // frozen for 3 s
+					for _, p := range pids {
+						syscall.Kill(p, syscall.SIGSTOP)
+					}
+					time.Sleep(3 * time.Second)
+					for _, p := range pids {
+						syscall.Kill(p, syscall.SIGCONT)
+					}
+				case 1: // alive, writing nothing for 3 s
+					chaosCall("fx.stall", `{"ms":3000}`)
+				case 2: // writing nothing ever again: the call timeout answers the calls and the unanswered ping restarts it
+					chaosCall("fx.stall", `{}`)
+				}
+				hangs++
+			case 3: // flood
+				switch round % 3 {
+				case 0:
+					chaosCall("fx.notify", `{"count":20000}`)
+				case 1:
+					chaosCall("fx.stderr", `{"bytes":4194304}`)
+				case 2:
+					chaosCall("fx.big", `{"bytes":4194304}`)
+				}
+				floods++
 			}
 		}
 	}()
 
-	// Ten client sessions: two TypeScript SDK ones when the SDK is installed, the
-	// rest Go SDK ones.
+	// Ten client sessions: two TypeScript SDK ones when the SDK is installed (8, 9),
+	// two raw Streamable HTTP clients whose answers stream as SSE and which
+	// disconnect mid-stream (6: stateless 2026-07-28, 7: a 2025-06-18 session), the
+	// rest Go SDK ones — even ones the stateless 2026-07-28 revision (the SDK's
+	// default: server/discover), odd ones a 2025-06-18 session.
 	var calls [10]int
-	goSessions := 10
+	goSessions := []int{0, 1, 2, 3, 4, 5, 8, 9}
+	eras := map[string]int{} // the revision each Go SDK connection negotiated
+	progressSeen := 0
 	if ts := newTSRunner(t); ts != nil {
-		goSessions = 8
+		goSessions = []int{0, 1, 2, 3, 4, 5}
 		tsDir := t.TempDir()
 		for w := 8; w < 10; w++ {
 			wg.Add(1)
@@ -228,19 +285,60 @@ func TestSoak(t *testing.T) {
 			}()
 		}
 	}
-	for w := range goSessions {
+	for w := 6; w < 8; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(uint64(w), 2))
+			c := newStreamClient(srv.URL, r.token, w == 6)
+			for ctx.Err() == nil {
+				calls[w]++
+				cut := 0
+				if rng.IntN(2) == 0 {
+					cut = 1 + rng.IntN(5) // after 1..5 of the 20 progress steps
+				}
+				cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+				o, err := c.call(cctx, "fx.progress", `{"steps":20,"ms":15}`, cut)
+				cancel()
+				y.mu.Lock()
+				progressSeen += o.progress
+				switch {
+				case err != nil:
+					y.transport = append(y.transport, fmt.Sprintf("stream %d fx.progress: %v", w, err))
+				case o.cut:
+					y.abandoned["fx.progress"]++
+				default:
+					y.mu.Unlock()
+					y.add("fx.progress", o.code)
+					y.mu.Lock()
+				}
+				y.mu.Unlock()
+				if err != nil {
+					time.Sleep(100 * time.Millisecond)
+				}
+			}
+		}()
+	}
+	for _, w := range goSessions {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(uint64(w), 1))
 			client := mcp.NewClient(&mcp.Implementation{Name: fmt.Sprintf("soak-%d", w), Version: "1"}, nil)
+			var opts *mcp.ClientSessionOptions
+			if w%2 == 1 {
+				opts = &mcp.ClientSessionOptions{ProtocolVersion: "2025-06-18"}
+			}
 			connect := func() *mcp.ClientSession {
 				for ctx.Err() == nil {
 					cctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					s, err := client.Connect(cctx, &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp",
-						HTTPClient: &http.Client{Transport: bearerRT{r.token}}, DisableStandaloneSSE: true, MaxRetries: -1}, nil)
+						HTTPClient: &http.Client{Transport: bearerRT{r.token}}, DisableStandaloneSSE: true, MaxRetries: -1}, opts)
 					cancel()
 					if err == nil {
+						y.mu.Lock()
+						eras[s.InitializeResult().ProtocolVersion]++
+						y.mu.Unlock()
 						return s
 					}
 					y.mu.Lock()
@@ -265,7 +363,12 @@ func TestSoak(t *testing.T) {
 				abandon := rng.IntN(20) == 0 // 5 %: the client gives up mid-call
 				cctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 				if abandon {
+					// A slow call, or one the upstream never answers (fx.hang: only the
+					// client ending it ends it).
 					p = mcp.CallToolParams{Name: "fx.sleep", Arguments: map[string]any{"ms": 300}}
+					if rng.IntN(2) == 0 {
+						p = mcp.CallToolParams{Name: "fx.hang", Arguments: map[string]any{}}
+					}
 					closeIt := rng.IntN(2) == 0
 					s := sess
 					time.AfterFunc(time.Duration(20+rng.IntN(100))*time.Millisecond, func() {
@@ -325,7 +428,7 @@ func TestSoak(t *testing.T) {
 	}
 
 	// Errors: each a documented code that this run's faults explain.
-	explained := map[string]bool{"upstream_crashed": true, "upstream_unavailable": true, "cancelled": true}
+	explained := map[string]bool{"upstream_crashed": true, "upstream_unavailable": true, "cancelled": true, "upstream_timeout": true}
 	for tool, m := range y.codes {
 		for code, n := range m {
 			if !docCodes[code] {
@@ -396,13 +499,24 @@ func TestSoak(t *testing.T) {
 	if y.ok["local.read_file"] == 0 || y.ok["fx.echo"] == 0 {
 		t.Errorf("the soak made no successful call of a local or an upstream tool: %v", y.ok)
 	}
+	// Each kind of client and fault took part.
+	if eras["2026-07-28"] == 0 || eras["2025-06-18"] == 0 {
+		t.Errorf("Go SDK connections by negotiated revision %v; want both 2026-07-28 and 2025-06-18", eras)
+	}
+	if y.ok["fx.progress"] == 0 || y.abandoned["fx.progress"] == 0 || progressSeen == 0 {
+		t.Errorf("streamed calls: %d answered, %d cut mid-stream, %d progress notifications read; want each > 0",
+			y.ok["fx.progress"], y.abandoned["fx.progress"], progressSeen)
+	}
+	if dur >= 30*time.Second && (deaths == 0 || hangs == 0 || floods == 0) {
+		t.Errorf("faults: %d deaths, %d hangs, %d floods", deaths, hangs, floods)
+	}
 
 	// Memory.
 	if len(kib) >= 4 {
 		q := len(kib) / 4
 		b := slope(at[q:], kib[q:])
-		t.Logf("soak %v: %d calls by 10 sessions (%d Go SDK; %d calls by TypeScript SDK sessions), %d upstream deaths; serve RSS %d KiB at %v, %d KiB at the end (max %d), slope %.0f KiB/min after the first quarter; %d descriptors at the end",
-			dur, total, goSessions, calls[8]+calls[9], crashes, kib[q], at[q].Round(time.Second), kib[len(kib)-1], maxOf(kib), b, fdEnd)
+		t.Logf("soak %v: %d calls by 10 sessions (%d Go SDK, connections by revision %v; %d calls by TypeScript SDK sessions; %d streamed calls, %d progress notifications read); %d upstream deaths, %d hangs, %d floods; serve RSS %d KiB at %v, %d KiB at the end (max %d), slope %.0f KiB/min after the first quarter; %d descriptors at the end",
+			dur, total, len(goSessions), eras, calls[8]+calls[9], calls[6]+calls[7], progressSeen, deaths, hangs, floods, kib[q], at[q].Round(time.Second), kib[len(kib)-1], maxOf(kib), b, fdEnd)
 		if kib[len(kib)-1] > 2*kib[q]+32<<10 {
 			t.Errorf("serve's RSS grew from %d KiB to %d KiB", kib[q], kib[len(kib)-1])
 		}

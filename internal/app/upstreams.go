@@ -122,7 +122,7 @@ func definition(m *store.MCPServer) (host.Definition, error) {
 		iso = host.IsolationSession
 	}
 	return host.Definition{Name: m.Name, Fingerprint: m.Fingerprint, Isolation: iso, Required: m.Required,
-		Disabled: !m.Enabled, Config: dialConfig{server: srv, ksScope: ksScope(m)}}, nil
+		Disabled: !m.Enabled, CallTimeout: srv.CallDeadline(), Config: dialConfig{server: srv, ksScope: ksScope(m)}}, nil
 }
 
 // definitions reads every installed server's host definition. One whose stored

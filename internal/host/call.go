@@ -45,15 +45,29 @@ func (h *Host) Call(ctx context.Context, server, method string, params json.RawM
 }
 
 func (r *runtime) do(ctx context.Context, c *conn, method string, params json.RawMessage, opts CallOptions) (json.RawMessage, error) {
+	var dl *callDeadline
+	d := time.Duration(r.timeout.Load())
+	if d > 0 {
+		ctx, dl = withCallDeadline(ctx, d)
+		dl.wrap(&opts)
+	}
 	if opts.Stateless != nil {
-		return r.doStateless(ctx, c, method, params, opts)
+		res, err := r.doStateless(ctx, c, method, params, opts)
+		if fired := dl != nil && dl.stop(); err != nil && fired && !c.ended() {
+			return nil, r.timedOut(c, d, err)
+		}
+		return res, err
 	}
 	if opts.Request != nil || opts.Notify != nil {
 		defer c.route.add(&opts)()
 	}
 	res, err := c.sess.Call(ctx, method, params, opts)
+	fired := dl != nil && dl.stop()
 	c.release(err == nil)
 	if err != nil {
+		if fired && !c.ended() {
+			return nil, r.timedOut(c, d, err)
+		}
 		return nil, r.callError(c, err)
 	}
 	return res, nil

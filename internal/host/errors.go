@@ -26,6 +26,9 @@ var (
 	ErrStartTimeout = errors.New("server did not start in time")
 	// ErrCrashed: the connection ended while the call was in flight.
 	ErrCrashed = errors.New("upstream connection ended during the call")
+	// ErrTimeout: the upstream did not answer within the call's deadline
+	// (Definition.CallTimeout); the call was cancelled upstream.
+	ErrTimeout = errors.New("upstream did not answer the call in time")
 	// ErrStopped: the host closed the connection (disable, restart, uninstall, session
 	// end) while the call waited or was in flight.
 	ErrStopped = errors.New("server stopped")

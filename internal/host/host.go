@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode"
 )
 
@@ -39,6 +40,12 @@ type Definition struct {
 	Required bool
 	// Disabled is policy.enabled == false: nothing runs and calls are refused.
 	Disabled bool
+	// CallTimeout bounds each call (tools/call, resources/read, prompts/get …): past
+	// it the call is cancelled upstream and fails ErrTimeout, and the connection is
+	// probed with a ping and restarted if that goes unanswered too. Zero is
+	// DefaultCallTimeout; negative is no deadline. Time the upstream spends waiting
+	// on the client (its own requests: elicitation, sampling) does not count.
+	CallTimeout time.Duration
 	// Config is handed to Dialer.Dial unchanged; the host never looks inside.
 	Config any
 }

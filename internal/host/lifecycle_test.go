@@ -201,7 +201,9 @@ func TestIdleStop(t *testing.T) {
 func TestIdleNotWhileCallInFlight(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		e := newEnv(t, nil)
-		e.install(def("a"))
+		d := def("a")
+		d.CallTimeout = -1 // a 25-minute call, longer than any default deadline
+		e.install(d)
 		e.mustCall("a")
 		e.d.Server("a").Set(func(b *hosttest.Behavior) { b.CallDelay = 25 * time.Minute })
 		done := make(chan error)

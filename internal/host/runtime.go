@@ -31,6 +31,7 @@ type runtime struct {
 	fast     atomic.Pointer[conn] // the "" slot's conn while it is live
 	session  atomic.Bool          // isolation == "session"
 	lastSeen atomic.Int64         // unix nanos of the last answer from the upstream
+	timeout  atomic.Int64         // each call's deadline (callTimeoutOf), in nanoseconds; 0: none
 	cat      atomic.Pointer[Catalog]
 
 	// refreshSem serializes this server's catalogue refreshes (and their saves); it is
@@ -155,6 +156,7 @@ type conn struct {
 	answered   atomic.Uint64 // calls that got an answer
 	finished   atomic.Uint64 // calls that finished, answered or not
 	hostClosed atomic.Bool   // the host asked for the close (vs a crash)
+	probing    atomic.Bool   // a ping after a timed-out call is running (calltimeout.go)
 	stop       chan struct{} // closed when the host starts closing it
 
 	// Under r.mu.
@@ -213,6 +215,7 @@ func newRuntime(h *Host, def Definition, cat *Catalog) *runtime {
 	close(r.drained)
 	close(r.keyedGone)
 	r.session.Store(def.Isolation == IsolationSession)
+	r.timeout.Store(int64(callTimeoutOf(def)))
 	if cat != nil {
 		r.cat.Store(cat)
 		r.persisted = cat.Digest
@@ -853,11 +856,12 @@ func (r *runtime) update(def Definition) (Change, error) {
 	old := r.def
 	cfg := old.Fingerprint != def.Fingerprint
 	iso := old.Isolation != def.Isolation
-	if !cfg && !iso && old.Required == def.Required && old.Disabled == def.Disabled {
+	if !cfg && !iso && old.Required == def.Required && old.Disabled == def.Disabled && old.CallTimeout == def.CallTimeout {
 		return ChangeUnchanged, nil
 	}
 	r.def = def
 	r.session.Store(def.Isolation == IsolationSession)
+	r.timeout.Store(int64(callTimeoutOf(def)))
 	r.h.emitServer(r.name, ChangeUpdated)
 	if cfg || iso {
 		r.catFresh = false

@@ -281,6 +281,7 @@ var serverKinds = []struct {
 	{"start_failed", host.ErrStartFailed},
 	{"start_timeout", host.ErrStartTimeout},
 	{"crashed", host.ErrCrashed},
+	{"timeout", host.ErrTimeout},
 	{"stopped", host.ErrStopped},
 	{"session_limit", host.ErrSessionLimit},
 	{"shutdown", host.ErrShutdown},

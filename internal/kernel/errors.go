@@ -45,6 +45,7 @@ const (
 	// Upstream servers' tools (internal/upstreamtools, internal/host).
 	CodeUpstreamUnavailable  Code = "upstream_unavailable"   // failed: the server is not serving now (disabled, not installed, circuit open, failed or timed-out start); retryable, with the probe time when known
 	CodeUpstreamCrashed      Code = "upstream_crashed"       // failed: the server's connection ended during the call
+	CodeUpstreamTimeout      Code = "upstream_timeout"       // failed: the server did not answer within its call timeout; the call was cancelled upstream
 	CodeUpstreamAuthRequired Code = "upstream_auth_required" // failed: the server refused toolgate's credentials; a person must sign in or change them
 	CodeUpstreamError        Code = "upstream_error"         // failed: the server answered the call with a JSON-RPC error (its code and message are in the result)
 	CodeOAuthRefused         Code = "oauth_refused"          // denied: used only in audit; an authorization server refused a request of a remote server's sign-in
@@ -101,7 +102,7 @@ func (e *Error) WithRetryable(r bool) *Error { e.Retryable = &r; return e }
 //     is denied, path_outside_workspace;
 //   - workspace.ErrTooManyLinks (a link cycle) is failed, tool_failed;
 //   - *host.ServerError (the host decided about an upstream call) is failed:
-//     upstream_crashed (ErrCrashed), upstream_auth_required (ErrAuthRequired, not
+//     upstream_crashed (ErrCrashed), upstream_timeout (ErrTimeout), upstream_auth_required (ErrAuthRequired, not
 //     retryable) or upstream_unavailable (every other kind: not installed, disabled,
 //     circuit open, a start that failed or timed out, stopped, shutting down;
 //     retryable, with the probe time when the host has one). An authorization failure
@@ -126,6 +127,8 @@ func AsError(err error) (ke *Error, ok bool) {
 		return Failed(CodeUpstreamAuthRequired, "%s", clip(err.Error(), 2000)).WithRetryable(false), true
 	case errors.As(err, &se) && errors.Is(se.Kind, host.ErrCrashed):
 		return Failed(CodeUpstreamCrashed, "%s", clip(err.Error(), 2000)).WithRetryable(true), true
+	case errors.As(err, &se) && errors.Is(se.Kind, host.ErrTimeout):
+		return Failed(CodeUpstreamTimeout, "%s", clip(err.Error(), 2000)).WithRetryable(true), true
 	case errors.As(err, &se):
 		ke := Failed(CodeUpstreamUnavailable, "%s", clip(err.Error(), 2000)).WithRetryable(true)
 		ke.RetryAt = se.RetryAt

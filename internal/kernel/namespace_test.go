@@ -289,6 +289,7 @@ func TestHostErrorsMapToReasonCodes(t *testing.T) {
 		retryAt   string
 	}{
 		{&host.ServerError{Server: "s", Kind: host.ErrCrashed}, kernel.CodeUpstreamCrashed, true, ""},
+		{&host.ServerError{Server: "s", Kind: host.ErrTimeout}, kernel.CodeUpstreamTimeout, true, ""},
 		{&host.ServerError{Server: "s", Kind: host.ErrUnavailable, RetryAt: retry}, kernel.CodeUpstreamUnavailable, true, "2030-01-02T03:04:05Z"},
 		{&host.ServerError{Server: "s", Kind: host.ErrDisabled}, kernel.CodeUpstreamUnavailable, true, ""},
 		{&host.ServerError{Server: "s", Kind: host.ErrUnknownServer}, kernel.CodeUpstreamUnavailable, true, ""},

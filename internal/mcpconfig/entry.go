@@ -28,7 +28,7 @@ type memberRule struct {
 
 const (
 	whyApproval = "a harness's approval setting; toolgate's grants decide which calls run (toolgate grant add), so it has no effect"
-	whyTimeout  = "toolgate applies its own call and start-up timeouts, so it has no effect"
+	whyTimeout  = "toolgate applies its own start-up timeout and its own call timeout (set it with callTimeout, a duration such as \"90s\"), so it has no effect"
 	whyWatch    = "toolgate does not restart a server when files change (use toolgate restart), so it has no effect"
 	whyMetadata = "catalogue metadata of the editor that wrote the file, so it has no effect"
 	whyOAuth    = "is not supported: toolgate signs in to a remote server with OAuth by itself (configure it with oauth: docs/mcp-config.md)"
@@ -50,6 +50,7 @@ var entryMembers = map[string]memberRule{
 	"headers":       {kind: memberRead},
 	"isolation":     {kind: memberRead},
 	"required":      {kind: memberRead},
+	"callTimeout":   {kind: memberRead},
 	"disabled":      {kind: memberRead},
 	"description":   {kind: memberRead},
 
@@ -229,6 +230,13 @@ func (p *entryParser) entry(key string, raw json.RawMessage) *Server {
 		}
 	}
 	srv.Required = p.boolean(obj, "required")
+	if v, ok := p.str(obj, "callTimeout"); ok {
+		if ct, err := parseCallTimeout(v); err != nil {
+			p.errorf(pathMember(p.path, "callTimeout"), "%v", err)
+		} else {
+			srv.CallTimeout = ct
+		}
+	}
 	srv.Disabled = p.boolean(obj, "disabled")
 	if d, ok := p.str(obj, "description"); ok {
 		switch {

@@ -37,6 +37,8 @@ type fpDoc struct {
 	OAuth *fpOAuth `json:"oauth,omitempty"`
 	// Network likewise: a changed reach policy changes what the server may be sent to.
 	Network *Network `json:"network,omitempty"`
+	// CallTimeout is absent without a callTimeout member, for the same reason.
+	CallTimeout string `json:"call_timeout,omitempty"`
 }
 
 type fpOAuth struct {
@@ -52,7 +54,7 @@ type fpOAuth struct {
 
 // Fingerprint identifies the definition: "sha256:" and the hex SHA-256 of a canonical
 // JSON encoding of everything that changes what runs or what it is sent (the name,
-// the transport, isolation, required) and nothing that only changes how it is shown
+// the transport, isolation, required, the call timeout) and nothing that only changes how it is shown
 // (display name, description) or policy (disabled). Secrets enter only as their keyed
 // digests, so a changed secret changes the fingerprint while the fingerprint reveals
 // nothing about it. Env and headers are sorted, so the order a config wrote them in
@@ -61,7 +63,7 @@ func (s *Server) Fingerprint() string {
 	t := &s.Transport
 	doc := fpDoc{
 		Format: fingerprintFormat, Name: s.Name, Kind: t.Kind, Command: t.Command, Cwd: t.Cwd, URL: t.URL,
-		Isolation: s.Isolation, Required: s.Required,
+		Isolation: s.Isolation, Required: s.Required, CallTimeout: s.CallTimeout,
 		Args: []fpArg{}, Env: fpVars(t.Env), Query: fpVars(t.Query), Headers: fpVars(t.Headers),
 	}
 	if o := t.OAuth; o != nil {

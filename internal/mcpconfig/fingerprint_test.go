@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/toolgate/toolgate/internal/keystore/keystoretest"
 	"github.com/toolgate/toolgate/internal/mcpconfig"
@@ -71,6 +72,8 @@ func TestFingerprint(t *testing.T) {
 		"cwd":                strings.Replace(fpBase, `"/w"`, `"/x"`, 1),
 		"isolation":          strings.Replace(fpBase, `"cwd": "/w"`, `"cwd": "/w", "isolation": "session"`, 1),
 		"required":           strings.Replace(fpBase, `"cwd": "/w"`, `"cwd": "/w", "required": true`, 1),
+		"call timeout":       strings.Replace(fpBase, `"cwd": "/w"`, `"cwd": "/w", "callTimeout": "90s"`, 1),
+		"no call timeout":    strings.Replace(fpBase, `"cwd": "/w"`, `"cwd": "/w", "callTimeout": "none"`, 1),
 		"server name":        strings.Replace(fpBase, `"github"`, `"gitlab"`, 1),
 		"secret moved to an": strings.Replace(fpBase, `"env": {"A": "1", "B": "2"}`, `"env": {"A": "2", "B": "1"}`, 1),
 	}
@@ -118,5 +121,26 @@ func TestFingerprintKeyed(t *testing.T) {
 	def, _ := json.Marshal(r.Entries[0].Server)
 	if strings.Contains(string(def), "=abc") || !strings.Contains(string(def), "--token=[redacted]") {
 		t.Error("the definition holds a secret value")
+	}
+}
+
+// callTimeout's normalised form and the deadline it gives the host.
+func TestCallDeadline(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": 0, "none": -1, "90s": 90 * time.Second, "1m30s": 90 * time.Second, "24h": 24 * time.Hour, "1s": time.Second} {
+		doc := `{"mcpServers": {"s": {"command": "x"}}}`
+		if v != "" {
+			doc = `{"mcpServers": {"s": {"command": "x", "callTimeout": "` + v + `"}}}`
+		}
+		r := mcpconfig.Parse([]byte(doc), testHasher{}, nil)
+		if r.Status() != mcpconfig.StatusOK || len(r.Entries) != 1 {
+			t.Fatalf("%q: %v %v", v, r.Diagnostics, r.Entries)
+		}
+		srv := r.Entries[0].Server
+		if got := srv.CallDeadline(); got != want {
+			t.Errorf("callTimeout %q: deadline %s, want %s", v, got, want)
+		}
+		if err := srv.Validate(); err != nil {
+			t.Errorf("callTimeout %q: %v", v, err)
+		}
 	}
 }

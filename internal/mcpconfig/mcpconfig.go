@@ -57,6 +57,9 @@ type Server struct {
 	Isolation Isolation `json:"isolation"`
 	// Required servers are started with the host rather than on first use.
 	Required bool `json:"required"`
+	// CallTimeout is the entry's callTimeout, normalised ("1m30s", or NoCallTimeout);
+	// empty for the host's default. CallDeadline reads it.
+	CallTimeout string `json:"call_timeout,omitempty"`
 	// Disabled is set when the entry said "disabled": true (Cline, Roo Code,
 	// Windsurf): the installer installs such a server with its policy disabled. It is
 	// policy, not definition, so it is not part of the fingerprint.

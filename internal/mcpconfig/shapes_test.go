@@ -172,9 +172,9 @@ func TestShapes(t *testing.T) {
 		},
 		{
 			name: "toolgate extensions, relative command against the config's directory",
-			doc:  `{"mcpServers": {"browser": {"command": "./bin/browser-mcp", "isolation": "session", "required": true}}}`,
+			doc:  `{"mcpServers": {"browser": {"command": "./bin/browser-mcp", "isolation": "session", "required": true, "callTimeout": "90s"}}}`,
 			opts: &mcpconfig.Options{BaseDir: "/home/me/project"},
-			want: mcpconfig.Server{Name: "browser", DisplayName: "browser", Isolation: mcpconfig.Session, Required: true,
+			want: mcpconfig.Server{Name: "browser", DisplayName: "browser", Isolation: mcpconfig.Session, Required: true, CallTimeout: "1m30s",
 				Transport: mcpconfig.Transport{Kind: mcpconfig.Stdio, Command: "/home/me/project/bin/browser-mcp"}},
 			secrets: map[string]string{},
 		},

@@ -39,6 +39,11 @@ func (s *Server) Validate() error {
 	case s.Isolation != Shared && s.Isolation != Session:
 		return wrap("isolation", "is neither shared nor session")
 	}
+	if s.CallTimeout != "" {
+		if ct, err := parseCallTimeout(s.CallTimeout); err != nil || ct != s.CallTimeout {
+			return wrap("call_timeout", "is not a normalised call timeout")
+		}
+	}
 	t := &s.Transport
 	var problem string
 	var field string

@@ -405,6 +405,7 @@ func (c *httpCore) answer(w *trackingWriter, r *http.Request, sess *httpSession,
 			cancel()
 			c.dropped(err)
 		})
+		defer stream.end()
 		peer = peerFunc{c: sess.conn, send: stream.send}
 		if run.pending() {
 			// A request will be answered. A client that takes only SSE gets the
@@ -519,6 +520,7 @@ func (c *httpCore) serveModern(w *trackingWriter, r *http.Request, m *rpcwire.Me
 	var stream *sseStream
 	if acceptsSSE(r) && m.IsRequest() {
 		stream = newSSEStream(w, "", nil)
+		defer stream.end()
 		peer = peerFunc{c: cn, send: stream.send}
 	}
 	answer, rpcErr, err := cn.handleCode(ctx, m, peer, true)

@@ -64,6 +64,27 @@ func (s *sseStream) fail(err error) error {
 	return err
 }
 
+// errStreamEnded is what a write after end returns.
+var errStreamEnded = errors.New("the answer's stream has ended")
+
+// end closes the stream to writers before its handler returns: net/http then
+// finishes the response and frees its buffers, and a late writer — a
+// notification of a call that outlives its request, such as an upstream's
+// progress arriving after the client disconnected — must not touch it (it
+// would write to a finished response, a nil-pointer panic in net/http that
+// takes the daemon down). end waits for a write in progress, which the write
+// deadline bounds; the turn is never given back.
+func (s *sseStream) end() {
+	select {
+	case s.token <- struct{}{}:
+		s.once.Do(func() {
+			s.err = errStreamEnded
+			close(s.failed)
+		})
+	case <-s.failed: // no writer uses w once the stream has failed
+	}
+}
+
 func (s *sseStream) isStarted() bool { return s.started.Load() }
 
 // start sends the status and headers now (once) and flushes them.

@@ -479,7 +479,7 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params json.RawMess
 		}
 		if ctx.Err() != nil {
 			if !noCancel && p.state.Load() == stWritten {
-				c.cancelUpstream(id, ctx.Err())
+				c.cancelUpstream(id, context.Cause(ctx))
 			}
 			return nil, ctx.Err()
 		}
@@ -494,7 +494,7 @@ func (c *Conn) roundTrip(ctx context.Context, method string, params json.RawMess
 			return r.result, r.err
 		}
 		if !p.state.CompareAndSwap(stQueued, stAbandoned) && !noCancel {
-			c.cancelUpstream(id, ctx.Err())
+			c.cancelUpstream(id, context.Cause(ctx))
 		}
 		return nil, ctx.Err()
 	}

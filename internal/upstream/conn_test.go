@@ -90,6 +90,7 @@ func TestConcurrentCallsCorrelate(t *testing.T) {
 type cancelledRecord struct {
 	RequestID json.RawMessage `json:"requestId"`
 	What      string          `json:"what"`
+	Reason    string          `json:"reason"`
 }
 
 func cancellations(t *testing.T, c *upstream.Conn) []cancelledRecord {
@@ -115,8 +116,21 @@ func TestCancelSendsNotificationsCancelled(t *testing.T) {
 	// The notification follows the request on the one stdin; a call made after
 	// it is read after it.
 	recs := cancellations(t, c)
-	if len(recs) != 1 || recs[0].What != "tools/call:hang" {
-		t.Fatalf("server received cancellations %+v, want one naming the hang call", recs)
+	if len(recs) != 1 || recs[0].What != "tools/call:hang" || recs[0].Reason != "cancelled" {
+		t.Fatalf("server received cancellations %+v, want one naming the hang call, reason cancelled", recs)
+	}
+	// A context cancelled with a deadline as its cause (the host's call timeout)
+	// says so.
+	dctx, dcancel := context.WithCancelCause(context.Background())
+	go func() {
+		_, err := c.Call(dctx, "tools/call", json.RawMessage(`{"name":"hang"}`))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	dcancel(fmt.Errorf("call timeout: %w", context.DeadlineExceeded))
+	awaitCancelled(t, done)
+	if recs := cancellations(t, c); len(recs) != 2 || recs[1].Reason != "timed out" {
+		t.Fatalf("server received cancellations %+v, want the second with reason \"timed out\"", recs)
 	}
 }
 

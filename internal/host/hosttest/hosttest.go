@@ -61,6 +61,9 @@ type Behavior struct {
 	CallDelay time.Duration
 	CallHang  bool
 	Handler   func(ctx context.Context, method string, params json.RawMessage) (json.RawMessage, error)
+	// HandlerOpts, when set, answers instead of Handler and gets the call's options
+	// too: it may send the upstream's own requests to the caller (opts.Request).
+	HandlerOpts func(ctx context.Context, method string, params json.RawMessage, opts host.CallOptions) (json.RawMessage, error)
 
 	// Ping: wait PingDelay (PingHang: until ctx ends), then PingErr.
 	PingDelay time.Duration
@@ -332,6 +335,9 @@ func (s *Session) Call(ctx context.Context, method string, params json.RawMessag
 	}
 	if err := s.wait(ctx, b.CallDelay, b.CallHang); err != nil {
 		return nil, err
+	}
+	if b.HandlerOpts != nil {
+		return b.HandlerOpts(ctx, method, params, opts)
 	}
 	if b.Handler != nil {
 		return b.Handler(ctx, method, params)

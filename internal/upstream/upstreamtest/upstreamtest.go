@@ -8,8 +8,9 @@
 // -crash-after D, -ping-delay D, -hang-init, -version V, -caps JSON,
 // -page-size N, -record FILE, -record-in FILE (every line it read), -faults (lists huge {bytes}: one line written in
 // chunks; wrong_id: an answer to an id never sent, then the right one; twice:
-// two answers to one call). Tools (tools/call): echo {text}, env, crash
-// {code}, hang, sleep {ms}, progress {steps}, cancellations, change_tools,
+// two answers to one call; stall {ms}: the process writes nothing at all, no
+// answer and no ping, for ms or for ever). Tools (tools/call): echo {text}, env, crash
+// {code}, hang, sleep {ms}, progress {steps, ms: between steps}, cancellations, change_tools,
 // noise, stderr {bytes}, big {bytes}, ask {method, params}, notify {method,
 // count}, pids, awkward, batch (answers inside a batch), leak (prints its environment to stderr and
 // stdout). Its tools/list and the awkward tool's result hold
