@@ -35,6 +35,10 @@ func newFaultRigWith(t *testing.T, members map[string]any) *faultRig {
 	f.addServer(t, "ok", f.okMarker)
 	srv := f.serve(t)
 	f.pid = srv.Cmd.Process.Pid
+	// Both servers' catalogues are published before the session under test opens: a
+	// catalogue published after it makes the session stale (its next request 404,
+	// docs/host.md "List changes to open sessions"), which is not the fault tested.
+	_ = f.session(t, srv.URL, "ok.echo")
 	f.s = f.session(t, srv.URL, "fx.twice")
 	echoOK(t, f.s, "warm")
 	f.okEcho(t, "warm")
