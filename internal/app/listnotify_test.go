@@ -7,13 +7,11 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/toolgate/toolgate/internal/app"
-	"github.com/toolgate/toolgate/internal/kernel"
 	"github.com/toolgate/toolgate/internal/mcpserver"
 	"github.com/toolgate/toolgate/internal/mcpspec"
 	"github.com/toolgate/toolgate/internal/policy"
@@ -60,17 +58,7 @@ func watch(t *testing.T, tr app.Turn, kinds mcpspec.ListKind) *changes {
 // burst of 100 changes is one notification. A stopped watch is told nothing.
 func TestListChangedOnlyWhereVisible(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	g, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "local.*", Action: "*", Effect: policy.Allow})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir, g := openWithAliceGrant(t)
 	tr, err := a.OpenTurn(ctx, app.TurnRequest{Principal: "alice", Transport: "http"})
 	if err != nil {
 		t.Fatal(err)
@@ -160,17 +148,7 @@ func TestListChangedResources(t *testing.T) {
 // its next request is 404, so the client initializes again and lists anew.
 func TestListChangedOverTheGetStream(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	g, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "local.*", Action: "*", Effect: policy.Allow})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir, g := openWithAliceGrant(t)
 	h := mcpserver.NewHandler(mcpserver.HandlerOptions{
 		Authenticate: func(string, bool) (string, bool) { return "alice", true },
 		OpenTurn: func(ctx context.Context, principal string) (mcpserver.Turn, error) {

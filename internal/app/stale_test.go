@@ -19,17 +19,7 @@ import (
 // (mcpserver.StaleTurn), so a removed grant stops working for open sessions too.
 func TestTurnStale(t *testing.T) {
 	ctx := context.Background()
-	dir := filepath.Join(t.TempDir(), "data")
-	ran := 0
-	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	g, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "local.*", Action: "*", Effect: policy.Allow})
-	if err != nil {
-		t.Fatal(err)
-	}
+	a, dir, g := openWithAliceGrant(t)
 	stale := func(tr app.Turn) bool {
 		t.Helper()
 		st, ok := tr.(mcpserver.StaleTurn)
@@ -69,4 +59,23 @@ func TestTurnStale(t *testing.T) {
 		t.Error("a turn is not stale after a namespace was disabled")
 	}
 	other.Close()
+}
+
+// openWithAliceGrant opens an App over a fresh data directory with one local tool
+// and a grant of it to alice, closed when the test ends.
+func openWithAliceGrant(t *testing.T) (*app.App, string, policy.Grant) {
+	t.Helper()
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "data")
+	ran := 0
+	a, err := app.Open(ctx, app.Options{DataDir: dir, Tools: []*kernel.Tool{localTool(&ran)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	g, err := a.Store().AddGrant(ctx, policy.Grant{Principal: "alice", Tool: "local.*", Action: "*", Effect: policy.Allow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a, dir, g
 }
